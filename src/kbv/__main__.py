@@ -1,0 +1,3 @@
+from kbv.cli import main
+
+main()

@@ -1,0 +1,155 @@
+"""What kbv checks and how: the single place for every constant a user can see.
+
+Distributions, tolerances, baselines, verdicts and their precedence, flag vocabulary and timing rules are defined
+here and nowhere else; the README's tables are written from this module (``kbv protocol`` prints them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+SCHEMA: Final = "kbv.result/1"
+
+# ---------------------------------------------------------------------------------------------------------------
+# Input distributions. D1 is the problem's own get_inputs() (torch.rand); the others scale its floating inputs.
+
+
+@dataclass(frozen=True)
+class Distribution:
+    name: str
+    scale: float
+    description: str
+
+
+DISTRIBUTIONS: Final = (
+    Distribution("D1", 1.0, "get_inputs() as the problem draws it (torch.rand: uniform [0, 1))"),
+    Distribution("D2", 3.0, "D1 x 3.0: larger magnitudes (overflow, saturation, range-limited approximations)"),
+    Distribution("D3", 0.01, "D1 x 0.01: tiny magnitudes (missing eps, absolute-tolerance loopholes)"),
+    Distribution("D4", -1.0, "D1 x -1.0: negated inputs (identity-on-positive shortcuts, sign bugs)"),
+)
+DISTRIBUTION_NAMES: Final = tuple(d.name for d in DISTRIBUTIONS)
+STANDARD_DISTRIBUTION: Final = "D1"
+DEFAULT_TRIALS_PER_DISTRIBUTION: Final = 3
+
+# ---------------------------------------------------------------------------------------------------------------
+# Tolerance policy: two criteria, both must hold for every floating output tensor.
+#
+# (1) Elementwise: each element c passes against reference element r when
+#         |c - r| <= atol_eff + rtol * |r|,   atol_eff = max(atol_scale * scale(ref), atol_floor)
+#     where scale(ref) is the root-mean-square of the reference's finite values, computed in float64. Scaling the
+#     absolute term by the output's own magnitude keeps the policy able to fail under D3, whose outputs are ~100x
+#     smaller (a fixed atol=1e-2 would accept all-zeros there). A reference that is exactly zero has scale 0 and
+#     falls back to atol_floor, so zeros pass only where the reference really is zero (ReLU under D4).
+# (2) Centred relative error: ||c - r||_2 / ||r - mean(r)||_2 <= centred_rtol. An output whose variation is small
+#     against its magnitude (sigmoid or softmax under D3, a sum of 4096 sigmoids) would otherwise accept a constant:
+#     the best constant scores exactly 1.0 here, zeros and the input score more. The criterion applies when the
+#     output has more than one element and its variation is resolvable at the output's precision:
+#     std(r) > resolution_factor * eps(dtype) * rms(r).
+#
+# Non-finite values: where the reference is NaN the candidate must be NaN, where it is +/-inf the candidate must be
+# the same inf; where the reference is finite the candidate must be finite. Integer and bool outputs must be equal.
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    rtol: float
+    atol_scale: float
+    atol_floor: float
+    centred_rtol: float
+    resolution_factor: float
+
+
+TOLERANCES: Final = {
+    "fp32": Tolerance(rtol=1e-2, atol_scale=1e-2, atol_floor=1e-6, centred_rtol=2e-2, resolution_factor=16.0),
+    "bf16": Tolerance(rtol=2e-2, atol_scale=2e-2, atol_floor=1e-4, centred_rtol=5e-2, resolution_factor=16.0),
+}
+PRECISIONS: Final = tuple(TOLERANCES)
+
+# KernelBench's standard protocol: D1 only, torch.allclose(out, ref, atol=1e-2, rtol=1e-2).
+STANDARD_ATOL: Final = 1e-2
+STANDARD_RTOL: Final = 1e-2
+
+# ---------------------------------------------------------------------------------------------------------------
+# Baselines. Both the reference and the candidate are timed under each, in one run, on the same device.
+
+
+@dataclass(frozen=True)
+class Baseline:
+    name: str
+    float32_matmul_precision: str  # legacy API: torch.set_float32_matmul_precision
+    matmul_fp32_precision: str  # new API: torch.backends.cuda.matmul.fp32_precision
+    cudnn_allow_tf32: bool  # legacy API: torch.backends.cudnn.allow_tf32
+    cudnn_conv_fp32_precision: str  # new API: torch.backends.cudnn.conv.fp32_precision
+    description: str
+
+
+BASELINES: Final = {
+    "standard": Baseline(
+        "standard", "highest", "ieee", True, "tf32",
+        "KernelBench's: fp32 matmuls in true fp32 (TF32 off), cuDNN at PyTorch defaults (conv TF32 on)",
+    ),
+    "verified": Baseline(
+        "verified", "high", "tf32", True, "tf32",
+        "what a practitioner runs: TF32 matmuls (set_float32_matmul_precision('high')) and cuDNN TF32 on",
+    ),
+}
+PROTOCOLS: Final = {"verified": ("verified",), "standard": ("standard",), "both": ("standard", "verified")}
+
+# ---------------------------------------------------------------------------------------------------------------
+# Verdicts, most severe first. The record's verdict is the first that applies.
+
+VERDICT_PRECEDENCE: Final = ("compile_error", "timeout", "runtime_error", "incorrect", "rejected", "correct")
+VERDICTS: Final = frozenset(VERDICT_PRECEDENCE)
+
+
+def worst_verdict(*verdicts: str) -> str:
+    """The most severe of the given verdicts (timeout and runtime_error rank equal; the first given wins)."""
+    rank = {v: i for i, v in enumerate(VERDICT_PRECEDENCE)}
+    rank["runtime_error"] = rank["timeout"]
+    return min(verdicts, key=lambda v: rank[v])
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Flags: the documented vocabulary of the record's "flags" list.
+
+FLAGS: Final = {
+    "unmatched_params": "some candidate or reference parameters/buffers had no same-name, same-shape partner; "
+    "those kept their seeded initialisation (names in correctness.unmatched)",
+    "buffer_mismatch": "buffers the reference updates in forward (e.g. BatchNorm running stats) differ from the "
+    "candidate's after the correctness trials",
+    "memory_above_reference": "the candidate's peak memory for one forward exceeds the reference's",
+    "reference_timing_cached": "the reference median comes from the timing cache; a short re-measure is recorded",
+    "reference_timing_drift": "a cached reference time drifted beyond the limit on re-measure; it was re-timed in full",
+    "reference_error": "the reference itself failed (load, construction or forward); the candidate was not judged",
+    "harness_error": "kbv itself failed on this pair (a bug to report); the verdict is runtime_error",
+    "skipped_distribution": "the problem declared a distribution not applicable; it is recorded as skipped",
+}
+
+# ---------------------------------------------------------------------------------------------------------------
+# Timing rules (CUDA events with a device-wide synchronize before the end event; perf_counter_ns on CPU).
+
+
+@dataclass(frozen=True)
+class TimingRule:
+    warmup_ms: float
+    min_warmup_calls: int
+    budget_ms: float  # target total measured time per (model, baseline)
+    min_trials: int
+    max_trials: int
+    flush_l2_factor: float  # flush buffer = factor x L2 size, written between trials
+
+
+TIMING_RULES: Final = {
+    "cuda": TimingRule(warmup_ms=25.0, min_warmup_calls=3, budget_ms=1000.0, min_trials=100, max_trials=1000,
+                       flush_l2_factor=2.0),
+    "cpu": TimingRule(warmup_ms=20.0, min_warmup_calls=2, budget_ms=300.0, min_trials=10, max_trials=100,
+                      flush_l2_factor=2.0),
+}
+REFERENCE_REMEASURE_TRIALS: Final = 10  # trials of the short re-measure when a cached reference time is reused
+REFERENCE_DRIFT_LIMIT: Final = 0.10  # a re-measure further than this from the cached median discards the cache
+BOOTSTRAP_RESAMPLES: Final = 2000
+CONFIDENCE: Final = 0.95
+
+# Fast_p thresholds printed by `kbv report`.
+FAST_P_THRESHOLDS: Final = (0.0, 0.5, 0.8, 1.0, 1.5, 2.0)
