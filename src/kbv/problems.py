@@ -1,0 +1,120 @@
+"""Problems: KernelBench-format files and suites of them.
+
+The parent reads a problem's metadata with ``ast`` (its ``KBV_*`` declarations are literals) and never executes it;
+problem code runs only inside worker processes (see ``kbv.worker.loading``).
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import re
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from kbv.protocol import DISTRIBUTION_NAMES
+
+_PROBLEM_NAME = re.compile(r"^(\d+)_(\w+)\.py$")
+_LEVEL_DIR = re.compile(r"^level(\d+)$")
+BUILTIN_SUITE = "builtin"
+
+
+class ProblemFormatError(ValueError):
+    """A problem file that does not follow the format (name, required definitions, KBV_* declarations)."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    path: Path
+    problem_id: int
+    name: str
+    level: int | None
+    source_sha256: str
+    profiles: dict[str, dict[str, Any]] = field(default_factory=dict)
+    skip: dict[str, str] = field(default_factory=dict)
+    unscaled_inputs: tuple[int, ...] = ()
+    mode: str = "train"
+
+    @property
+    def key(self) -> str:
+        """Stable identifier used in records: ``level<L>/<file stem>`` (or the stem alone outside a level folder)."""
+        stem = self.path.stem
+        return f"level{self.level}/{stem}" if self.level is not None else stem
+
+
+def _literal(tree: ast.Module, name: str, default: Any) -> Any:
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        if any(isinstance(t, ast.Name) and t.id == name for t in targets) and node.value is not None:
+            try:
+                return ast.literal_eval(node.value)
+            except ValueError:
+                raise ProblemFormatError(f"{name} must be a literal") from None
+    return default
+
+
+def load_problem(path: str | Path) -> Problem:
+    path = Path(path).resolve()
+    match = _PROBLEM_NAME.match(path.name)
+    if not match:
+        raise ProblemFormatError(f"{path.name}: a problem file is named <id>_<Name>.py")
+    source = path.read_bytes()
+    try:
+        tree = ast.parse(source, filename=str(path))
+    except SyntaxError as exc:
+        raise ProblemFormatError(f"{path}: {exc}") from None
+    defined = {n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
+    missing = {"Model", "get_inputs", "get_init_inputs"} - defined
+    if missing:
+        raise ProblemFormatError(f"{path.name}: missing {', '.join(sorted(missing))}")
+    level_match = _LEVEL_DIR.match(path.parent.name)
+    skip = _literal(tree, "KBV_SKIP", {})
+    unknown = set(skip) - set(DISTRIBUTION_NAMES)
+    if unknown or "D1" in skip:
+        raise ProblemFormatError(f"{path.name}: KBV_SKIP may name only D2-D4, got {sorted(skip)}")
+    mode = _literal(tree, "KBV_MODE", "train")
+    if mode not in ("train", "eval"):
+        raise ProblemFormatError(f"{path.name}: KBV_MODE must be 'train' or 'eval'")
+    return Problem(
+        path=path,
+        problem_id=int(match.group(1)),
+        name=match.group(2),
+        level=int(level_match.group(1)) if level_match else None,
+        source_sha256=hashlib.sha256(source).hexdigest(),
+        profiles=dict(_literal(tree, "KBV_PROFILES", {})),
+        skip={str(k): str(v) for k, v in skip.items()},
+        unscaled_inputs=tuple(int(i) for i in _literal(tree, "KBV_UNSCALED_INPUTS", ())),
+        mode=mode,
+    )
+
+
+def builtin_suite_dir() -> Path:
+    return Path(str(resources.files("kbv") / "suites" / BUILTIN_SUITE))
+
+
+def resolve_suite(suite: str | Path | None) -> Path:
+    """A suite folder: a path, or the name of a suite shipped in the package."""
+    if suite is None or str(suite) == BUILTIN_SUITE:
+        return builtin_suite_dir()
+    path = Path(suite)
+    if path.is_dir():
+        return path
+    shipped = Path(str(resources.files("kbv") / "suites" / str(suite)))
+    if shipped.is_dir():
+        return shipped
+    raise FileNotFoundError(f"no suite folder or shipped suite named {suite!r}")
+
+
+def shipped_suites() -> list[str]:
+    root = Path(str(resources.files("kbv") / "suites"))
+    return sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith(("_", ".")))
+
+
+def discover(suite_dir: str | Path) -> list[Problem]:
+    """Every problem file under a suite folder (``level*/`` folders, or the folder itself), ordered by level and id."""
+    root = Path(suite_dir)
+    files = sorted(root.glob("level*/*.py")) or sorted(root.glob("*.py"))
+    problems = [load_problem(f) for f in files if _PROBLEM_NAME.match(f.name)]
+    return sorted(problems, key=lambda p: (p.level or 0, p.problem_id))

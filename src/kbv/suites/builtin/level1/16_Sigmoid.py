@@ -1,0 +1,27 @@
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """Sigmoid activation."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.sigmoid(x)
+
+
+batch_size = 8192
+dim = 16384
+
+
+def get_inputs():
+    return [torch.rand(batch_size, dim)]
+
+
+def get_init_inputs():
+    return []
+
+
+KBV_PROFILES = {"small": {"batch_size": 64, "dim": 1024}}

@@ -1,0 +1,34 @@
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """Same-padded 2D convolution, ReLU, then non-overlapping max pooling."""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int, pool_size: int):
+        super().__init__()
+        self.conv = nn.Conv2d(in_channels, out_channels, kernel_size, padding=kernel_size // 2)
+        self.pool = nn.MaxPool2d(pool_size)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.pool(torch.relu(self.conv(x)))
+
+
+batch_size = 16
+in_channels = 64
+out_channels = 128
+kernel_size = 3
+pool_size = 2
+height = 128
+width = 128
+
+
+def get_inputs():
+    return [torch.rand(batch_size, in_channels, height, width)]
+
+
+def get_init_inputs():
+    return [in_channels, out_channels, kernel_size, pool_size]
+
+
+KBV_PROFILES = {"small": {"batch_size": 2, "in_channels": 8, "out_channels": 16, "height": 32, "width": 32}}
