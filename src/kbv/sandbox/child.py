@@ -1,0 +1,180 @@
+"""Worker process entry point: serves one role (reference or candidate) for one stage, then exits.
+
+The parent sends commands; the worker replies with raw data (outputs, times, byte counts), never conclusions.
+Everything the worker relies on after the candidate is imported (tensor methods, timers, encoders) is captured
+here at import time, which happens in the fork server before any candidate code exists.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+import traceback
+from multiprocessing.connection import Connection
+from typing import Any
+
+import torch
+
+from kbv import wire
+from kbv.protocol import BASELINES, DISTRIBUTIONS, TIMING_RULES
+from kbv.worker import backends, inputs, loading, memory, timer
+
+_Tensor = torch.Tensor
+_monotonic = time.monotonic
+_SCALES = {d.name: d.scale for d in DISTRIBUTIONS}
+
+
+def _describe_output(out: Any) -> tuple[str, list[Any]]:
+    """Flatten a forward result into (structure, items); non-tensors become descriptions, not data."""
+    if isinstance(out, (tuple, list)):
+        structure, items = type(out).__name__, list(out)
+    else:
+        structure, items = "single", [out]
+    described: list[Any] = []
+    for item in items:
+        if type(item) is _Tensor:
+            described.append({"tensor": _Tensor.detach(item), "stride": list(_Tensor.stride(item)),
+                              "device": str(_Tensor.device.__get__(item))})
+        else:
+            described.append({"not_a_tensor": type(item).__module__ + "." + type(item).__qualname__})
+    return structure, described
+
+
+class Session:
+    def __init__(self, spec: dict[str, Any]):
+        self.spec = spec
+        self.device: str = spec["device"]
+        self.precision: str = spec["precision"]
+        self.problem = loading.load_problem_module(spec["problem_path"], spec.get("profile"))
+        self.candidate = None
+        self.model: torch.nn.Module | None = None
+
+    # -- commands -------------------------------------------------------------------------------------------------
+
+    def cmd_import(self, msg: dict[str, Any]) -> dict[str, Any]:
+        t0 = _monotonic()
+        self.candidate = loading.import_file(self.spec["candidate_path"], "kbv_candidate")
+        cls = getattr(self.candidate, "ModelNew", None)
+        if not isinstance(cls, type) or not issubclass(cls, torch.nn.Module):
+            raise ImportError("the candidate defines no class ModelNew(nn.Module)")
+        return {"import_seconds": _monotonic() - t0}
+
+    def cmd_setup(self, msg: dict[str, Any]) -> dict[str, Any]:
+        init_args = loading.init_inputs(self.problem)
+        if self.spec["role"] == "reference":
+            self.model = loading.build_model(self.problem.Model, init_args, msg["init_seed"], self.device,
+                                             self.precision, self.spec["mode"])
+            return {"state": loading.state_of(self.model), "shapes": loading.shapes_of(self.problem),
+                    "device": self._device_info()}
+        if self.candidate is None:
+            self.cmd_import({})
+        self.model = loading.build_model(self.candidate.ModelNew, init_args, msg["init_seed"], self.device,
+                                         self.precision, self.spec["mode"])
+        matched, candidate_only, reference_only = loading.load_matching_state(self.model, msg.get("state", {}))
+        return {"matched": matched, "candidate_only": candidate_only, "reference_only": reference_only}
+
+    def _inputs(self, seed: int, distribution: str) -> list[Any]:
+        return inputs.make_inputs(self.problem, seed, self.device, self.precision, _SCALES[distribution],
+                                  tuple(self.spec.get("unscaled", ())))
+
+    def cmd_forward(self, msg: dict[str, Any]) -> dict[str, Any]:
+        assert self.model is not None
+        args = self._inputs(msg["seed"], msg["distribution"])
+        with torch.no_grad():
+            out = self.model(*args)
+        self._sync()
+        structure, items = _describe_output(out)
+        return {"structure": structure, "outputs": items}
+
+    def cmd_buffers(self, msg: dict[str, Any]) -> dict[str, Any]:
+        assert self.model is not None
+        return {"buffers": {n: b.detach() for n, b in self.model.named_buffers() if b is not None}}
+
+    def cmd_time(self, msg: dict[str, Any]) -> dict[str, Any]:
+        assert self.model is not None
+        model = self.model
+        args = self._inputs(msg["seed"], "D1")
+        rule = TIMING_RULES["cuda" if self.device.startswith("cuda") else "cpu"]
+
+        def call() -> Any:
+            with torch.no_grad():
+                return model(*args)
+
+        timings: dict[str, Any] = {}
+        flags: dict[str, Any] = {}
+        for baseline in msg["baselines"]:
+            if baseline not in BASELINES:
+                raise KeyError(baseline)
+            flags[baseline] = backends.apply_baseline(baseline)
+            timings[baseline] = timer.time_calls(call, self.device, rule, msg.get("max_trials"))
+        peak = memory.peak_bytes(call, self.device)
+        return {"timing": timings, "flags": flags, "memory": peak}
+
+    # -- helpers --------------------------------------------------------------------------------------------------
+
+    def _sync(self) -> None:
+        if self.device.startswith("cuda"):
+            torch.cuda.synchronize()
+
+    def _device_info(self) -> dict[str, Any]:
+        if self.device.startswith("cuda"):
+            props = torch.cuda.get_device_properties(torch.device(self.device))
+            return {"name": props.name, "capability": f"{props.major}.{props.minor}",
+                    "total_memory": int(props.total_memory), "l2_bytes": int(props.L2_cache_size),
+                    "multiprocessors": int(props.multi_processor_count)}
+        return {"name": "cpu", "threads": torch.get_num_threads(), "l2_bytes": timer.cpu_l2_bytes()}
+
+
+def _error(exc: BaseException) -> dict[str, Any]:
+    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return {"ok": False, "error": {"type": type(exc).__name__, "message": str(exc)[:2000], "traceback": tb[-6000:]}}
+
+
+def _isolate(spec: dict[str, Any]) -> None:
+    """New session and process group, private working and temporary folder, output to the stage's log file."""
+    os.setsid()
+    log = os.open(spec["log_path"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(log)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    os.environ.update(spec.get("env", {}))
+    os.chdir(spec["work_dir"])
+    tempfile.tempdir = None
+    if spec.get("threads"):
+        torch.set_num_threads(int(spec["threads"]))
+
+
+def main(conn: Connection, spec: dict[str, Any]) -> None:
+    _isolate(spec)
+    try:
+        session = Session(spec)
+    except BaseException as exc:  # the problem itself failed to load
+        conn.send_bytes(wire.encode(_error(exc)))
+        os._exit(1)
+    handlers = {"import": session.cmd_import, "setup": session.cmd_setup, "forward": session.cmd_forward,
+                "buffers": session.cmd_buffers, "time": session.cmd_time}
+    conn.send_bytes(wire.encode({"ok": True, "pid": os.getpid()}))
+    while True:
+        try:
+            msg = wire.decode(conn.recv_bytes())
+        except (EOFError, OSError):
+            os._exit(0)
+        if msg.get("cmd") == "exit":
+            os._exit(0)
+        try:
+            reply = {"ok": True, **handlers[msg["cmd"]](msg)}
+            data = wire.encode(reply)
+        except BaseException as exc:  # anything the candidate raises, SystemExit included
+            try:
+                sys.stdout.flush()
+                sys.stderr.flush()
+            except Exception:
+                pass
+            conn.send_bytes(wire.encode(_error(exc)))
+            os._exit(1)
+        conn.send_bytes(data)

@@ -1,0 +1,1 @@
+"""Code that runs inside worker processes (reference and candidate alike); the parent never calls it directly."""

@@ -1,0 +1,50 @@
+"""Setting and reading the numeric flags a baseline fixes (legacy and new-style TF32 controls alike)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from kbv.protocol import BASELINES
+
+
+def apply_baseline(name: str) -> dict[str, Any]:
+    """Set both the new-style per-backend ``fp32_precision`` controls and the legacy ones, then read them back.
+
+    New-style first, legacy last: a legacy write keeps the new-style value consistent, whereas reading a legacy
+    getter after a new-style write raises on recent torch.
+    """
+    b = BASELINES[name]
+    backends = torch.backends
+    if hasattr(backends.cuda.matmul, "fp32_precision"):
+        backends.cuda.matmul.fp32_precision = b.matmul_fp32_precision
+    if hasattr(backends.cudnn, "conv") and hasattr(backends.cudnn.conv, "fp32_precision"):
+        backends.cudnn.conv.fp32_precision = b.cudnn_conv_fp32_precision
+    torch.set_float32_matmul_precision(b.float32_matmul_precision)
+    backends.cuda.matmul.allow_tf32 = b.float32_matmul_precision != "highest"
+    backends.cudnn.allow_tf32 = b.cudnn_allow_tf32
+    return read_flags()
+
+
+def read_flags() -> dict[str, Any]:
+    backends = torch.backends
+    flags: dict[str, Any] = {}
+
+    def read(key: str, getter: Any) -> None:
+        try:
+            flags[key] = getter()
+        except Exception as exc:  # a mixed legacy/new-style state raises on read
+            flags[key] = f"unreadable: {type(exc).__name__}"
+
+    read("float32_matmul_precision", torch.get_float32_matmul_precision)
+    read("cuda.matmul.allow_tf32", lambda: backends.cuda.matmul.allow_tf32)
+    read("cudnn.allow_tf32", lambda: backends.cudnn.allow_tf32)
+    read("cudnn.benchmark", lambda: backends.cudnn.benchmark)
+    read("cudnn.deterministic", lambda: backends.cudnn.deterministic)
+    read("cuda.matmul.fp32_precision", lambda: backends.cuda.matmul.fp32_precision)
+    read("cudnn.conv.fp32_precision", lambda: backends.cudnn.conv.fp32_precision)
+    read("cudnn.rnn.fp32_precision", lambda: backends.cudnn.rnn.fp32_precision)
+    read("cuda.matmul.allow_bf16_reduced_precision_reduction",
+         lambda: backends.cuda.matmul.allow_bf16_reduced_precision_reduction)
+    return flags

@@ -1,0 +1,30 @@
+"""Generating a problem's inputs from a seed, on the evaluation device, under one of the distributions."""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+import torch
+
+from kbv.worker.loading import DTYPES
+
+
+def make_inputs(problem: ModuleType, seed: int, device: str, precision: str, scale: float,
+                unscaled: tuple[int, ...] = ()) -> list[Any]:
+    """``get_inputs()`` drawn under ``seed`` directly on ``device``; floating inputs cast to the precision and
+    multiplied by ``scale`` (integer inputs and positions in ``unscaled`` are left as drawn)."""
+    torch.manual_seed(seed)
+    with torch.device(device):
+        raw = list(problem.get_inputs())
+    inputs: list[Any] = []
+    for i, x in enumerate(raw):
+        if isinstance(x, torch.Tensor):
+            x = x.to(device)
+            if x.is_floating_point():
+                if precision != "fp32":
+                    x = x.to(DTYPES[precision])
+                if scale != 1.0 and i not in unscaled:
+                    x = x * scale
+        inputs.append(x)
+    return inputs

@@ -1,0 +1,91 @@
+"""Loading problem and candidate modules and building their models, inside a worker process."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import torch
+from torch import nn
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+
+
+def import_file(path: str | Path, module_name: str) -> ModuleType:
+    """Import a file as a real module (Triton's ``@jit`` needs real source files)."""
+    path = Path(path)
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def load_problem_module(path: str | Path, profile: str | None) -> ModuleType:
+    module = import_file(path, "kbv_problem")
+    if profile:
+        overrides = getattr(module, "KBV_PROFILES", {}).get(profile)
+        if overrides is None:
+            raise KeyError(f"problem {Path(path).name} has no size profile {profile!r}")
+        for name, value in overrides.items():
+            setattr(module, name, value)
+    return module
+
+
+def shapes_of(module: ModuleType) -> dict[str, Any]:
+    """The module-level int/float/tuple constants a problem's shapes come from (recorded in results)."""
+    out: dict[str, Any] = {}
+    for name, value in vars(module).items():
+        if name.startswith("_") or name.isupper():
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float, tuple, list)):
+            continue
+        if isinstance(value, (tuple, list)) and not all(isinstance(v, (int, float)) for v in value):
+            continue
+        out[name] = list(value) if isinstance(value, tuple) else value
+    return out
+
+
+def init_inputs(problem: ModuleType) -> list[Any]:
+    return list(problem.get_init_inputs())
+
+
+def build_model(cls: type, init_args: list[Any], seed: int, device: str, precision: str, mode: str) -> nn.Module:
+    """Construct ``cls(*init_args)`` under a seed, move it to the device and precision, and set its mode."""
+    torch.manual_seed(seed)
+    with torch.device(device):
+        model = cls(*init_args)
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"{cls.__name__}(...) is not an nn.Module")
+    model = model.to(device=device)
+    if precision != "fp32":
+        model = model.to(dtype=DTYPES[precision])
+    model.train(mode == "train")
+    return model
+
+
+def state_of(model: nn.Module) -> dict[str, torch.Tensor]:
+    """Parameters and buffers by name (host copies are made when the state is sent)."""
+    state = {name: p.detach() for name, p in model.named_parameters()}
+    state.update({name: b.detach() for name, b in model.named_buffers() if b is not None})
+    return state
+
+
+def load_matching_state(model: nn.Module, state: dict[str, torch.Tensor]) -> tuple[list[str], list[str], list[str]]:
+    """Copy same-name, same-shape tensors into the model. Returns (matched, candidate-only, reference-only) names."""
+    own = state_of(model)
+    matched: list[str] = []
+    with torch.no_grad():
+        for name, tensor in own.items():
+            ref = state.get(name)
+            if ref is not None and tuple(ref.shape) == tuple(tensor.shape):
+                tensor.copy_(ref.to(device=tensor.device, dtype=tensor.dtype))
+                matched.append(name)
+    candidate_only = sorted(set(own) - set(matched))
+    reference_only = sorted(set(state) - set(matched))
+    return sorted(matched), candidate_only, reference_only
