@@ -1,0 +1,476 @@
+"""One (problem, candidate) pair through the stages: compile -> correctness -> performance (with memory).
+
+This is the trusted side. Each stage runs its candidate in a fresh worker process (``kbv.sandbox``); the reference
+runs in other fresh workers that never import the candidate. Workers send raw data; verdicts and statistics are
+decided here, with ``kbv.judge`` and ``kbv.stats``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+import shutil
+import tempfile
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from kbv import envinfo, judge, stats
+from kbv.candidates import Candidate
+from kbv.problems import Problem
+from kbv.protocol import (
+    BASELINES, DISTRIBUTIONS, PROTOCOLS, REFERENCE_DRIFT_LIMIT, REFERENCE_REMEASURE_TRIALS, TOLERANCES,
+    worst_verdict,
+)
+from kbv.records import Record
+from kbv.refcache import ReferenceTimingCache, cache_key
+from kbv.sandbox.launch import Worker, WorkerFailure, WorkerSpec
+
+
+def default_cache_dir() -> Path:
+    return Path(os.environ.get("KBV_CACHE_DIR", Path.home() / ".cache" / "kbv"))
+
+
+@dataclass
+class EvalOptions:
+    """How to evaluate. ``profile='auto'`` uses the problems' ``small`` size profile on the CPU and their default
+    sizes on a GPU; ``None`` or ``'default'`` always uses the default sizes."""
+
+    device: str = "auto"
+    protocol: str = "both"
+    precision: str = "fp32"
+    timeout: float = 180.0
+    build_timeout: float = 600.0
+    trials: int = 3
+    profile: str | None = "auto"
+    cache_dir: Path = field(default_factory=default_cache_dir)
+    reuse_reference_timing: bool | None = None  # default: on CUDA only (a CPU reference is cheap to re-time)
+    threads: int | None = None
+    build_jobs: int | None = None
+    keep_scratch: bool = False
+
+    def resolved_profile(self, device: str) -> str | None:
+        if self.profile == "auto":
+            return "small" if device == "cpu" else None
+        return None if self.profile in (None, "default") else self.profile
+
+    def validate(self) -> None:
+        if self.protocol not in PROTOCOLS:
+            raise ValueError(f"protocol must be one of {sorted(PROTOCOLS)}")
+        if self.precision not in TOLERANCES:
+            raise ValueError(f"precision must be one of {sorted(TOLERANCES)}")
+        if self.trials < 1:
+            raise ValueError("trials must be at least 1")
+
+
+@dataclass
+class CompileResult:
+    """The compile stage's outcome for one candidate file (shared by every pair that uses the file)."""
+
+    ok: bool
+    verdict: str = ""
+    error: dict[str, Any] | None = None
+    seconds: float = 0.0
+
+
+def build_dir(candidate: Candidate, device: str, cache_dir: Path) -> Path:
+    """Per-candidate extension folder, named by a hash of the source and the toolchain: concurrent builds of
+    different sources never collide, and a rebuild of the same source is a cache hit."""
+    key = hashlib.sha256(f"{candidate.sha256}|{envinfo.toolchain_id(device)}".encode()).hexdigest()[:24]
+    return cache_dir / "build" / key
+
+
+def _candidate_env(candidate: Candidate, device: str, gpu: int | None, options: EvalOptions, work: Path) -> dict[str, str]:
+    build = build_dir(candidate, device, options.cache_dir)
+    env = {
+        "TORCH_EXTENSIONS_DIR": str(build / "torch_extensions"),
+        "TRITON_CACHE_DIR": str(build / "triton"),
+        "TMPDIR": str(work),
+        "MAX_JOBS": str(options.build_jobs or envinfo.cpu_count()),
+    }
+    if device == "cpu":
+        env["TRITON_INTERPRET"] = "1"
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    elif gpu is not None:
+        env["CUDA_VISIBLE_DEVICES"] = str(gpu)
+        cap = envinfo.gpu_identity(gpu).get("compute_capability")
+        if cap and "TORCH_CUDA_ARCH_LIST" not in os.environ:
+            env["TORCH_CUDA_ARCH_LIST"] = cap
+    return env
+
+
+def _reference_env(device: str, gpu: int | None, work: Path) -> dict[str, str]:
+    env = {"TMPDIR": str(work)}
+    if device == "cpu":
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    elif gpu is not None:
+        env["CUDA_VISIBLE_DEVICES"] = str(gpu)
+    return env
+
+
+def _failure_dict(stage: str, failure: WorkerFailure) -> dict[str, Any]:
+    return {"stage": stage, "kind": failure.kind, "message": failure.message, "log_tail": failure.log_tail[-2000:],
+            "traceback": (failure.detail.get("traceback") or "")[-3000:]}
+
+
+class _ReferenceFailed(Exception):
+    def __init__(self, failure: WorkerFailure, stage: str):
+        super().__init__(failure.message)
+        self.failure = failure
+        self.stage = stage
+
+
+class PairEvaluation:
+    """Runs the stages for one pair on one device and fills in its ``Record``."""
+
+    def __init__(self, problem: Problem, candidate: Candidate, options: EvalOptions, device: str,
+                 gpu: int | None = None, candidate_label: str | None = None):
+        self.problem = problem
+        self.candidate = candidate
+        self.options = options
+        self.device = device
+        self.gpu = gpu
+        self.profile = options.resolved_profile(device)
+        self.scratch = Path(tempfile.mkdtemp(prefix="kbv-"))
+        self.record = Record(
+            problem=problem.key, level=problem.level, problem_id=problem.problem_id,
+            problem_sha256=problem.source_sha256, candidate=candidate_label or str(candidate.path),
+            candidate_sha256=candidate.sha256, sample=candidate.sample, verdict="", standard_verdict="",
+        )
+        self.ref_state: dict[str, Any] = {}
+        self.init_seed = secrets.randbits(63)
+
+    # -- workers --------------------------------------------------------------------------------------------------
+
+    def _spec(self, role: str, stage: str) -> WorkerSpec:
+        work = self.scratch / f"{stage}-{role}"
+        work.mkdir(parents=True, exist_ok=True)
+        if role == "candidate":
+            env = _candidate_env(self.candidate, self.device, self.gpu, self.options, work)
+        else:
+            env = _reference_env(self.device, self.gpu, work)
+        return WorkerSpec(
+            role=role, device=self.device, problem_path=str(self.problem.path), profile=self.profile,
+            precision=self.options.precision, mode=self.problem.mode, work_dir=work,
+            log_path=self.scratch / f"{stage}-{role}.log",
+            candidate_path=str(self.candidate.path) if role == "candidate" else None,
+            unscaled=self.problem.unscaled_inputs, env=env, threads=self.options.threads,
+        )
+
+    # -- stages ---------------------------------------------------------------------------------------------------
+
+    def run(self, compiled: CompileResult | None = None) -> Record:
+        start = time.monotonic()
+        self.record.env = self._env()
+        try:
+            self.record.stage = "compile"
+            compiled = compiled or compile_candidate(self.problem, self.candidate, self.options, self.device,
+                                                     self.gpu, self.profile)
+            self.record.wall_seconds["compile"] = round(compiled.seconds, 3)
+            if not compiled.ok:
+                self.record.verdict = self.record.standard_verdict = compiled.verdict
+                self.record.error = compiled.error
+                return self.record
+            self.record.stage = "correctness"
+            t0 = time.monotonic()
+            self._correctness()
+            self.record.wall_seconds["correctness"] = round(time.monotonic() - t0, 3)
+            if self._should_time():
+                self.record.stage = "performance"
+                t0 = time.monotonic()
+                self._performance()
+                self.record.wall_seconds["performance"] = round(time.monotonic() - t0, 3)
+            if self.record.error is None:
+                self.record.stage = "done"
+        except _ReferenceFailed as exc:
+            self.record.verdict = self.record.standard_verdict = "runtime_error"
+            self.record.flags.append("reference_error")
+            self.record.error = _failure_dict(exc.stage, exc.failure) | {"reference": True}
+        except Exception as exc:  # a fault of kbv's own: record it rather than lose the run
+            self.record.verdict = self.record.standard_verdict = "runtime_error"
+            self.record.flags.append("harness_error")
+            self.record.error = {"stage": self.record.stage, "kind": "harness",
+                                 "message": f"{type(exc).__name__}: {exc}",
+                                 "traceback": traceback.format_exc()[-3000:]}
+        finally:
+            self.record.wall_seconds["total"] = round(time.monotonic() - start, 3)
+            self.record.flags = sorted(set(self.record.flags))
+            if not self.options.keep_scratch:
+                shutil.rmtree(self.scratch, ignore_errors=True)
+        return self.record
+
+    def _correctness(self) -> None:
+        rec = self.record
+        options = self.options
+        budget = options.timeout
+        spent = 0.0  # time charged to the candidate; waiting for the reference is not
+
+        def cand_call(worker: Worker, msg: dict[str, Any]) -> dict[str, Any]:
+            nonlocal spent
+            t0 = time.monotonic()
+            try:
+                return worker.call(msg, t0 + max(0.0, budget - spent))
+            finally:
+                spent += time.monotonic() - t0
+
+        def ref_call(worker: Worker, msg: dict[str, Any]) -> dict[str, Any]:
+            try:
+                return worker.call(msg, time.monotonic() + options.timeout)
+            except WorkerFailure as failure:
+                raise _ReferenceFailed(failure, "correctness") from None
+
+        per_dist: dict[str, dict[str, Any]] = {}
+        seeds: dict[str, list[int]] = {}
+        std_results: list[bool] = []
+        failure: WorkerFailure | None = None
+        try:
+            reference = Worker(self._spec("reference", "correctness"), time.monotonic() + options.timeout)
+        except WorkerFailure as exc:
+            raise _ReferenceFailed(exc, "correctness") from None
+        with reference:
+            setup = ref_call(reference, {"cmd": "setup", "init_seed": self.init_seed})
+            self.ref_state = setup["state"]
+            rec.shapes = setup.get("shapes", {})
+            rec.env["device"] = setup.get("device", {}) | rec.env.get("device", {})
+            try:
+                t0 = time.monotonic()
+                candidate = Worker(self._spec("candidate", "correctness"), t0 + budget)
+                spent += time.monotonic() - t0
+            except WorkerFailure as exc:
+                failure = exc
+            else:
+                with candidate:
+                    try:
+                        matched = cand_call(candidate, {"cmd": "setup", "init_seed": self.init_seed,
+                                                         "state": self.ref_state})
+                        unmatched = {"candidate_only": matched["candidate_only"],
+                                     "reference_only": matched["reference_only"]}
+                        rec.correctness["unmatched"] = unmatched
+                        if unmatched["candidate_only"] or unmatched["reference_only"]:
+                            rec.flags.append("unmatched_params")
+                        for dist in DISTRIBUTIONS:
+                            if dist.name in self.problem.skip:
+                                per_dist[dist.name] = {"status": "skipped", "reason": self.problem.skip[dist.name],
+                                                       "trials": 0}
+                                rec.flags.append("skipped_distribution")
+                                continue
+                            result = {"status": "passed", "trials": 0, "max_abs_error": 0.0, "max_rel_error": 0.0,
+                                      "error_ratio": 0.0, "centred_error": None}
+                            per_dist[dist.name] = result
+                            seeds[dist.name] = []
+                            for _ in range(options.trials):
+                                seed = secrets.randbits(63)
+                                seeds[dist.name].append(seed)
+                                msg = {"cmd": "forward", "seed": seed, "distribution": dist.name}
+                                ref_out = ref_call(reference, msg)
+                                cand_out = cand_call(candidate, msg)
+                                cmp = judge.compare_outputs(cand_out, ref_out, options.precision)
+                                result["trials"] += 1
+                                result["max_abs_error"] = max(result["max_abs_error"], cmp.max_abs_error)
+                                result["max_rel_error"] = max(result["max_rel_error"], cmp.max_rel_error)
+                                result["error_ratio"] = max(result["error_ratio"], cmp.error_ratio)
+                                if cmp.centred_error is not None:
+                                    result["centred_error"] = max(result["centred_error"] or 0.0, cmp.centred_error)
+                                if dist.name == "D1":
+                                    std_results.append(judge.standard_check(cand_out, ref_out))
+                                if not cmp.passed:
+                                    result["status"] = "failed"
+                                    result["reason"] = cmp.reason
+                                    break
+                        self._compare_buffers(ref_call(reference, {"cmd": "buffers"}),
+                                              cand_call(candidate, {"cmd": "buffers"}))
+                    except WorkerFailure as exc:
+                        failure = exc
+        rec.correctness["distributions"] = per_dist
+        rec.correctness["trials_per_distribution"] = options.trials
+        rec.correctness["tolerance"] = dict(vars(TOLERANCES[options.precision]))
+        rec.seeds = {"init": self.init_seed, "correctness": seeds}
+        d1 = per_dist.get("D1", {})
+        d1_complete = d1.get("trials", 0) == options.trials or d1.get("status") == "failed"
+        if failure is not None:
+            verdict = "timeout" if failure.kind == "timeout" else "runtime_error"
+            rec.error = _failure_dict("correctness", failure)
+            running = next((n for n, r in per_dist.items() if r.get("status") == "passed"
+                            and r["trials"] < options.trials), None)
+            if running:
+                per_dist[running]["status"] = "error"
+            rec.verdict = verdict
+            if d1_complete and std_results:
+                rec.standard_verdict = "correct" if all(std_results) else "incorrect"
+            else:
+                rec.standard_verdict = verdict
+            return
+        failed = [n for n, r in per_dist.items() if r["status"] == "failed"]
+        rec.verdict = "incorrect" if failed else "correct"
+        rec.correctness["failed_distributions"] = failed
+        rec.standard_verdict = "correct" if std_results and all(std_results) else "incorrect"
+
+    def _compare_buffers(self, ref_reply: dict[str, Any], cand_reply: dict[str, Any]) -> None:
+        tol = TOLERANCES[self.options.precision]
+        mismatched = []
+        cand_buffers = cand_reply.get("buffers", {})
+        for name, ref in ref_reply.get("buffers", {}).items():
+            cand = cand_buffers.get(name)
+            if cand is None or tuple(cand.shape) != tuple(ref.shape):
+                continue
+            if cand.dtype != ref.dtype or not judge.compare_tensor(cand, ref, tol).passed:
+                mismatched.append(name)
+        if mismatched:
+            self.record.flags.append("buffer_mismatch")
+            self.record.correctness["buffer_mismatch"] = mismatched
+
+    def _should_time(self) -> bool:
+        baselines = PROTOCOLS[self.options.protocol]
+        if self.record.verdict == "correct":
+            return True
+        return "standard" in baselines and self.record.standard_verdict == "correct" \
+            and self.record.verdict in ("incorrect", "rejected")
+
+    def _performance(self) -> None:
+        rec = self.record
+        options = self.options
+        baselines = list(PROTOCOLS[options.protocol])
+        seed = secrets.randbits(63)
+        rec.seeds["timing"] = seed
+        clocks_start = envinfo.gpu_clocks(self.gpu) if self.device == "cuda" else {}
+        ref_timing = self._reference_timing(baselines, seed)
+        try:
+            deadline = time.monotonic() + options.timeout
+            with Worker(self._spec("candidate", "performance"), deadline) as worker:
+                worker.call({"cmd": "setup", "init_seed": self.init_seed, "state": self.ref_state}, deadline)
+                cand = worker.call({"cmd": "time", "seed": seed, "baselines": baselines}, deadline)
+        except WorkerFailure as failure:
+            rec.verdict = worst_verdict(rec.verdict, "timeout" if failure.kind == "timeout" else "runtime_error")
+            rec.error = _failure_dict("performance", failure)
+            return
+        clocks_end = envinfo.gpu_clocks(self.gpu) if self.device == "cuda" else {}
+        timing: dict[str, Any] = {}
+        speedups: dict[str, Any] = {}
+        for baseline in ("standard", "verified"):
+            if baseline not in baselines:
+                timing[f"candidate_{baseline}"] = timing[f"reference_{baseline}"] = None
+                speedups[baseline] = None
+                continue
+            cand_times = cand["timing"][baseline]["times_ms"]
+            ref_entry = ref_timing[baseline]
+            timing[f"candidate_{baseline}"] = stats.summarize(cand_times) | {"warmup": cand["timing"][baseline]["warmup"]}
+            timing[f"reference_{baseline}"] = ref_entry["summary"]
+            speedups[baseline] = stats.speedup(ref_entry["times_ms"], cand_times, seed=seed % 2**32)
+        timing["flush_bytes"] = cand["timing"][baselines[0]]["flush_bytes"]
+        timing["gpu_clocks"] = {"start": clocks_start, "end": clocks_end} if self.device == "cuda" else None
+        rec.timing_ms = timing
+        rec.speedup = speedups
+        rec.env["baseline_flags"] = {"candidate": cand["flags"], "reference": ref_timing["flags"]}
+        cand_peak = cand["memory"].get("peak_bytes")
+        ref_peak = ref_timing["memory"].get("peak_bytes")
+        rec.memory_bytes = {"candidate_peak": cand_peak, "reference_peak": ref_peak,
+                            "method": cand["memory"].get("method")}
+        if cand_peak is not None and ref_peak is not None and cand_peak > ref_peak:
+            rec.flags.append("memory_above_reference")
+
+    def _reference_timing(self, baselines: list[str], seed: int) -> dict[str, Any]:
+        """Reference times per baseline, from a fresh reference worker; cached values get a short re-measure."""
+        identity = envinfo.gpu_identity(self.gpu) if self.device == "cuda" else {}
+        device_name = identity.get("name", self.device)
+        cache = ReferenceTimingCache(self.options.cache_dir)
+        keys = {b: cache_key(self.problem.source_sha256, self.record.shapes, self.options.precision, b, self.device,
+                             device_name, identity.get("driver", "")) for b in baselines}
+        reuse = self.options.reuse_reference_timing
+        if reuse is None:
+            reuse = self.device == "cuda"
+        cached = {b: cache.get(k) for b, k in keys.items()} if reuse else {}
+        all_cached = bool(cached) and all(cached.get(b) for b in baselines)
+        deadline = time.monotonic() + self.options.timeout
+        drift: dict[str, float | None] = {}
+        try:
+            with Worker(self._spec("reference", "performance"), deadline) as worker:
+                worker.call({"cmd": "setup", "init_seed": self.init_seed}, deadline)
+                msg: dict[str, Any] = {"cmd": "time", "seed": seed, "baselines": baselines}
+                if all_cached:
+                    reply = worker.call(msg | {"max_trials": REFERENCE_REMEASURE_TRIALS}, deadline)
+                    for b in baselines:
+                        cached_median = cached[b]["summary"]["median"]
+                        fresh_median = stats.summarize(reply["timing"][b]["times_ms"])["median"]
+                        drift[b] = fresh_median / cached_median - 1.0 if cached_median else None
+                    if any(d is None or abs(d) > REFERENCE_DRIFT_LIMIT for d in drift.values()):
+                        self.record.flags.append("reference_timing_drift")
+                        all_cached = False  # the cache no longer describes this machine: measure in full
+                if not all_cached:
+                    reply = worker.call(msg, deadline)
+        except WorkerFailure as failure:
+            raise _ReferenceFailed(failure, "performance") from None
+        out: dict[str, Any] = {"flags": reply["flags"], "memory": reply["memory"]}
+        for b in baselines:
+            fresh = reply["timing"][b]["times_ms"]
+            if all_cached:
+                entry = cached[b]
+                summary = dict(entry["summary"])
+                summary["cached"] = True
+                summary["remeasure_median"] = stats.summarize(fresh)["median"]
+                summary["drift"] = drift[b]
+                out[b] = {"times_ms": entry["times_ms"], "summary": summary}
+                self.record.flags.append("reference_timing_cached")
+            else:
+                summary = stats.summarize(fresh) | {"warmup": reply["timing"][b]["warmup"], "cached": False}
+                out[b] = {"times_ms": fresh, "summary": summary}
+                cache.put(keys[b], {"times_ms": fresh, "summary": summary, "memory": reply["memory"]})
+        return out
+
+    def _env(self) -> dict[str, Any]:
+        env: dict[str, Any] = envinfo.software()
+        env["device_kind"] = self.device
+        if self.device == "cuda":
+            env["device"] = envinfo.gpu_identity(self.gpu) | {"index": self.gpu}
+        env["precision"] = self.options.precision
+        env["profile"] = self.profile
+        env["protocol"] = self.options.protocol
+        env["baselines"] = {b: dict(vars(BASELINES[b])) for b in PROTOCOLS[self.options.protocol]}
+        env["isolation"] = {"process": "fresh process per stage and role (fork server), own session and process "
+                            "group, private working and temporary folder", "candidate_user": os.geteuid()}
+        return env
+
+
+def compile_candidate(problem: Problem, candidate: Candidate, options: EvalOptions, device: str,
+                      gpu: int | None = None, profile: str | None = None) -> CompileResult:
+    """The compile stage: import the candidate in a fresh worker (extension builds happen at import)."""
+    scratch = Path(tempfile.mkdtemp(prefix="kbv-build-"))
+    work = scratch / "compile"
+    work.mkdir()
+    spec = WorkerSpec(
+        role="candidate", device=device, problem_path=str(problem.path), profile=profile,
+        precision=options.precision, mode=problem.mode, work_dir=work, log_path=scratch / "compile.log",
+        candidate_path=str(candidate.path), env=_candidate_env(candidate, device, gpu, options, work),
+        threads=options.threads,
+    )
+    t0 = time.monotonic()
+    deadline = t0 + options.build_timeout
+    try:
+        with Worker(spec, deadline) as worker:
+            worker.call({"cmd": "import"}, deadline)
+        return CompileResult(ok=True, seconds=time.monotonic() - t0)
+    except WorkerFailure as failure:
+        verdict = "timeout" if failure.kind == "timeout" else "compile_error"
+        return CompileResult(ok=False, verdict=verdict, error=_failure_dict("compile", failure),
+                             seconds=time.monotonic() - t0)
+    finally:
+        if not options.keep_scratch:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def evaluate(problem: Problem | str | Path, candidate: Candidate | str | Path, options: EvalOptions | None = None,
+             *, gpu: int | None = None, compiled: CompileResult | None = None,
+             on_stage: Callable[[str], None] | None = None) -> Record:
+    """Evaluate one candidate against one problem and return its record (the library entry point)."""
+    from kbv.problems import load_problem
+
+    options = options or EvalOptions()
+    options.validate()
+    device = envinfo.resolve_device(options.device)
+    if device == "cuda" and gpu is None:
+        gpu = envinfo.gpu_indices()[0]
+    problem = problem if isinstance(problem, Problem) else load_problem(problem)
+    candidate = candidate if isinstance(candidate, Candidate) else Candidate.from_path(candidate)
+    return PairEvaluation(problem, candidate, options, device, gpu).run(compiled)

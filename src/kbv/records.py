@@ -1,0 +1,100 @@
+"""The versioned result record (``kbv.result/1``), one JSON line per (problem, candidate sample).
+
+Records are plain data: reports read them and never re-run anything. The parent is the only writer; each record is
+appended with a single ``write`` on a file opened with ``O_APPEND``, so a killed run loses nothing already written
+and a reader never sees half a record except possibly a truncated last line, which it skips.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import threading
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from kbv.protocol import SCHEMA
+
+
+@dataclass
+class Record:
+    problem: str
+    level: int | None
+    problem_id: int
+    problem_sha256: str
+    candidate: str
+    candidate_sha256: str
+    sample: int
+    verdict: str
+    standard_verdict: str
+    flags: list[str] = field(default_factory=list)
+    error: dict[str, Any] | None = None
+    stage: str = ""  # the last stage reached: compile, correctness, performance, done
+    correctness: dict[str, Any] = field(default_factory=dict)
+    timing_ms: dict[str, Any] = field(default_factory=dict)
+    speedup: dict[str, Any] = field(default_factory=dict)
+    memory_bytes: dict[str, Any] = field(default_factory=dict)
+    seeds: dict[str, Any] = field(default_factory=dict)
+    shapes: dict[str, Any] = field(default_factory=dict)
+    env: dict[str, Any] = field(default_factory=dict)
+    wall_seconds: dict[str, float] = field(default_factory=dict)
+    schema: str = SCHEMA
+
+    def to_json(self) -> str:
+        data = {"schema": self.schema, **{k: v for k, v in asdict(self).items() if k != "schema"}}
+        return json.dumps(_finite(data), sort_keys=False)
+
+
+def _finite(x: Any) -> Any:
+    """JSON has no inf/NaN: they are written as strings ("inf", "-inf", "nan")."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")
+    if isinstance(x, dict):
+        return {k: _finite(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_finite(v) for v in x]
+    return x
+
+
+class RecordWriter:
+    """Appends records to a JSONL file, one ``os.write`` per record."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+
+    def append(self, record: Record) -> None:
+        line = (record.to_json() + "\n").encode()
+        with self._lock:
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            try:
+                os.write(fd, line)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+
+def read_records(path: str | Path) -> Iterator[dict[str, Any]]:
+    """Every complete record in a results file (lines of other schemas or a truncated last line are skipped)."""
+    path = Path(path)
+    if not path.exists():
+        return
+    with path.open() as f:
+        for line in f:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                data = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(data, dict) and str(data.get("schema", "")).startswith("kbv.result/"):
+                yield data
+
+
+def recorded_keys(path: str | Path) -> set[tuple[str, str, int]]:
+    """The (problem, candidate_sha256, sample) keys already in a results file, for --resume."""
+    return {(r["problem"], r["candidate_sha256"], int(r["sample"])) for r in read_records(path)}
