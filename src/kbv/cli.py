@@ -1,0 +1,205 @@
+"""The ``kbv`` command: parses flags and calls the library (no evaluation logic lives here)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from importlib import resources
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from kbv import envinfo, protocol
+from kbv.candidates import Candidate, Pair, pair_candidates
+from kbv.pipeline import CompileResult, EvalOptions
+from kbv.problems import discover, load_problem, resolve_suite, shipped_suites
+from kbv.records import Record, read_records
+from kbv.report import print_report
+from kbv.runner import Progress, run_pairs
+
+console = Console(width=None if sys.stdout.isatty() else 200)
+
+
+class BarProgress(Progress):
+    """A rich progress bar over builds and evaluations."""
+
+    def __init__(self) -> None:
+        self.bar = RichProgress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                TimeElapsedColumn(), TextColumn("{task.fields[last]}"), console=console)
+
+    def start(self, builds: int, evaluations: int) -> None:
+        self.bar.start()
+        self.builds = self.bar.add_task("build", total=builds, last="")
+        self.evals = self.bar.add_task("evaluate", total=evaluations, last="")
+
+    def built(self, pair: Pair, result: CompileResult) -> None:
+        self.bar.update(self.builds, advance=1, last=f"{pair.candidate.path.name}: {'ok' if result.ok else result.verdict}")
+
+    def evaluated(self, record: Record) -> None:
+        self.bar.update(self.evals, advance=1, last=f"{record.problem} #{record.sample}: {record.verdict}")
+
+    def stop(self) -> None:
+        self.bar.stop()
+
+
+def _options(device: str, protocol_: str, precision: str, timeout: float, build_timeout: float, trials: int,
+             profile: str) -> EvalOptions:
+    return EvalOptions(device=device, protocol=protocol_, precision=precision, timeout=timeout,
+                       build_timeout=build_timeout, trials=trials, profile=profile)
+
+
+def _eval_flags(f):  # shared flags of `eval` and `demo`
+    for option in reversed([
+        click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True),
+        click.option("--protocol", "protocol_", type=click.Choice(sorted(protocol.PROTOCOLS)), default="both",
+                     show_default=True, help="Which baselines to time (correctness always runs D1-D4)."),
+        click.option("--precision", type=click.Choice(list(protocol.PRECISIONS)), default="fp32", show_default=True),
+        click.option("--timeout", type=float, default=180.0, show_default=True,
+                     help="Seconds per stage (correctness, performance)."),
+        click.option("--build-timeout", type=float, default=600.0, show_default=True,
+                     help="Seconds for the compile stage (import and extension builds)."),
+        click.option("--trials", type=int, default=protocol.DEFAULT_TRIALS_PER_DISTRIBUTION, show_default=True,
+                     help="Correctness trials per distribution, each with a fresh seed."),
+        click.option("--profile", default="auto", show_default=True,
+                     help="Size profile: auto (small on CPU, default sizes on GPU), default, or a profile name."),
+        click.option("--build-workers", type=int, default=None,
+                     help="Parallel builds (default: the number of CPU cores)."),
+    ]):
+        f = option(f)
+    return f
+
+
+def _run(pairs: list[Pair], options: EvalOptions, out: Path, resume: bool, build_workers: int | None) -> None:
+    bar = BarProgress()
+    t0 = time.monotonic()
+    try:
+        summary = run_pairs(pairs, options, out, resume=resume, progress=bar,
+                            build_workers=build_workers or envinfo.cpu_count())
+    finally:
+        bar.stop()
+    console.print(f"{summary.evaluated} evaluated, {summary.skipped} already recorded, in "
+                  f"{time.monotonic() - t0:.0f} s -> {summary.out}")
+
+
+@click.group()
+@click.version_option(package_name="kbv")
+def main() -> None:
+    """kbv: is this kernel correct on every input it must handle, and how fast is it, honestly?"""
+
+
+@main.command("eval")
+@click.option("--problem", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--candidate", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--problems", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="A suite folder (level*/ subfolders) of problems.")
+@click.option("--candidates", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="A folder of candidates named level_<L>_problem_<id>_sample_<s>_kernel.py or like the problems.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True)
+@click.option("--resume", is_flag=True, help="Skip pairs already recorded in --out.")
+@_eval_flags
+def eval_cmd(problem, candidate, problems, candidates, out, resume, device, protocol_, precision, timeout,
+             build_timeout, trials, profile, build_workers) -> None:
+    """Evaluate one candidate (--problem/--candidate) or a folder of them (--problems/--candidates)."""
+    options = _options(device, protocol_, precision, timeout, build_timeout, trials, profile)
+    if problem and candidate:
+        pairs = [Pair(load_problem(problem), Candidate.from_path(candidate))]
+    elif problems and candidates:
+        pairs, unmatched = pair_candidates(discover(problems), [candidates])
+        for path in unmatched:
+            console.print(f"[yellow]no problem for candidate {path}[/]")
+    else:
+        raise click.UsageError("give --problem and --candidate, or --problems and --candidates")
+    _run(pairs, options, out, resume, build_workers)
+    print_report(list(read_records(out)), console)
+
+
+@main.command()
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=Path("kbv-demo.jsonl"),
+              show_default=True)
+@_eval_flags
+def demo(out, device, protocol_, precision, timeout, build_timeout, trials, profile, build_workers) -> None:
+    """Evaluate the bundled example candidates on the built-in suite and print the report."""
+    options = _options(device, protocol_, precision, timeout, build_timeout, trials, profile)
+    resolved = envinfo.resolve_device(device)
+    examples = Path(str(resources.files("kbv") / "examples"))
+    folders = [examples / "common", examples / resolved]
+    pairs, _ = pair_candidates(discover(resolve_suite(None)), folders)
+    out.unlink(missing_ok=True)
+    console.print(f"kbv demo: {len(pairs)} example candidates on the built-in suite, device {resolved}")
+    _run(pairs, options, out, False, build_workers)
+    print_report(list(read_records(out)), console)
+
+
+@main.command()
+@click.argument("results", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+def report(results, fmt) -> None:
+    """Per-candidate results and per-level aggregates of one or more results files."""
+    records = [r for path in results for r in read_records(path)]
+    if fmt == "json":
+        from dataclasses import asdict
+
+        from kbv.metrics import by_level
+
+        click.echo(json.dumps([asdict(g) for g in by_level(records)], indent=2))
+        return
+    print_report(records, console)
+
+
+@main.command()
+@click.argument("suite", required=False)
+def problems(suite) -> None:
+    """List the shipped suites, or the problems of SUITE (a shipped suite name or a folder)."""
+    if suite is None:
+        for name in shipped_suites():
+            found = discover(resolve_suite(name))
+            console.print(f"{name}: {len(found)} problems ({resolve_suite(name)})")
+        return
+    table = Table(title=str(suite))
+    for col in ("problem", "level", "id", "profiles", "skips", "mode"):
+        table.add_column(col)
+    for p in discover(resolve_suite(suite)):
+        table.add_row(p.key, str(p.level), str(p.problem_id), ", ".join(p.profiles) or "-",
+                      ", ".join(f"{k}: {v}" for k, v in p.skip.items()) or "-", p.mode)
+    console.print(table)
+
+
+@main.command("protocol")
+def protocol_cmd() -> None:
+    """Print the protocol: distributions, tolerances, baselines, verdict precedence and flags."""
+    t = Table(title="Distributions")
+    t.add_column("name")
+    t.add_column("scale")
+    t.add_column("meaning")
+    for d in protocol.DISTRIBUTIONS:
+        t.add_row(d.name, f"{d.scale:g}", d.description)
+    console.print(t)
+    t = Table(title="Tolerances (see kbv/protocol.py for the formulas)")
+    for col in ("precision", "rtol", "atol_scale", "atol_floor", "centred_rtol", "resolution_factor"):
+        t.add_column(col)
+    for name, tol in protocol.TOLERANCES.items():
+        t.add_row(name, *(f"{v:g}" for v in vars(tol).values()))
+    console.print(t)
+    t = Table(title="Baselines")
+    for col in ("name", "float32_matmul_precision", "cuda.matmul.fp32_precision", "cudnn.allow_tf32",
+                "cudnn.conv.fp32_precision", "meaning"):
+        t.add_column(col)
+    for b in protocol.BASELINES.values():
+        t.add_row(b.name, b.float32_matmul_precision, b.matmul_fp32_precision, str(b.cudnn_allow_tf32),
+                  b.cudnn_conv_fp32_precision, b.description)
+    console.print(t)
+    console.print("Verdict precedence: " + " > ".join(protocol.VERDICT_PRECEDENCE))
+    t = Table(title="Flags")
+    t.add_column("flag")
+    t.add_column("meaning")
+    for name, meaning in protocol.FLAGS.items():
+        t.add_row(name, meaning)
+    console.print(t)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,109 @@
+"""Many pairs: parallel builds on the CPU cores, then evaluation over a pool of devices, with resume.
+
+The runner is the one writer of the results file. Builds (the compile stage) run first, ``build_workers`` at a
+time, one per distinct candidate file; each extension lands in a folder named by the hash of its source and
+toolchain, so the evaluation stages that follow import from a warm cache. Evaluation then takes one pair per device
+at a time: on a GPU host the pool is every visible GPU (one candidate process per GPU at a time); on the CPU it is a
+single slot, since concurrent CPU runs would disturb each other's timings.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+from kbv import envinfo
+from kbv.candidates import Pair
+from kbv.pipeline import CompileResult, EvalOptions, PairEvaluation, compile_candidate
+from kbv.records import Record, RecordWriter, recorded_keys
+
+
+@dataclass
+class RunSummary:
+    evaluated: int
+    skipped: int
+    out: Path
+
+
+class Progress:
+    """Callbacks for a progress display; the default does nothing."""
+
+    def start(self, builds: int, evaluations: int) -> None: ...
+
+    def built(self, pair: Pair, result: CompileResult) -> None: ...
+
+    def evaluated(self, record: Record) -> None: ...
+
+
+def device_slots(device: str) -> list[int | None]:
+    if device == "cuda":
+        gpus = envinfo.gpu_indices()
+        if not gpus:
+            raise RuntimeError("no CUDA device visible")
+        return list(gpus)
+    return [None]
+
+
+def run_pairs(pairs: Sequence[Pair], options: EvalOptions, out: str | Path, *, resume: bool = False,
+              build_workers: int = 1, progress: Progress | None = None,
+              label: Callable[[Pair], str] | None = None) -> RunSummary:
+    options.validate()
+    progress = progress or Progress()
+    device = envinfo.resolve_device(options.device)
+    out = Path(out)
+    writer = RecordWriter(out)
+    done = recorded_keys(out) if resume else set()
+    todo = [p for p in pairs if p.key not in done]
+    slots = device_slots(device)
+
+    # 1. Builds, in parallel, one per distinct candidate file.
+    unique: dict[str, Pair] = {}
+    for pair in todo:
+        unique.setdefault(pair.candidate.sha256, pair)
+    progress.start(len(unique), len(todo))
+    compiled: dict[str, CompileResult] = {}
+    build_workers = max(1, build_workers)
+    if options.build_jobs is None:
+        options.build_jobs = max(1, (envinfo.cpu_count() // build_workers))
+
+    def build(item: tuple[int, Pair]) -> None:
+        i, pair = item
+        gpu = slots[i % len(slots)]
+        result = compile_candidate(pair.problem, pair.candidate, options, device, gpu,
+                                   options.resolved_profile(device))
+        compiled[pair.candidate.sha256] = result
+        progress.built(pair, result)
+
+    with ThreadPoolExecutor(max_workers=build_workers) as pool:
+        list(pool.map(build, enumerate(unique.values())))
+
+    # 2. Evaluation over the device pool.
+    free: queue.Queue[int | None] = queue.Queue()
+    for slot in slots:
+        free.put(slot)
+    lock = threading.Lock()
+    count = 0
+
+    def evaluate(pair: Pair) -> None:
+        nonlocal count
+        gpu = free.get()
+        try:
+            name = label(pair) if label else str(pair.candidate.path)
+            record = PairEvaluation(pair.problem, pair.candidate, options, device, gpu, name).run(
+                compiled.get(pair.candidate.sha256))
+            writer.append(record)
+            with lock:
+                count += 1
+            progress.evaluated(record)
+        finally:
+            free.put(gpu)
+
+    with ThreadPoolExecutor(max_workers=len(slots)) as pool:
+        for future in [pool.submit(evaluate, p) for p in todo]:
+            future.result()
+    return RunSummary(evaluated=count, skipped=len(pairs) - len(todo), out=out)
+
