@@ -1,25 +1,27 @@
 """The message format between the trusted parent and its worker processes.
 
-A message is a JSON header plus raw tensor bytes: ``<u32 header length><header JSON><payload>``. Nothing is
-pickled, so a hostile worker can send only data, never code, and the parent decodes tensors into memory it owns.
-Tensors are placed in the header as ``{"__tensor__": i}`` with their dtype, shape and byte count listed in
-``header["__tensors__"]``.
+A message is a JSON header followed by one raw part per tensor, each sent as its own frame on a
+``multiprocessing`` connection. Nothing is pickled, so a hostile worker can send only data, never code. The header
+lists each tensor's dtype, shape and byte count; the receiver allocates the tensor itself and reads the frame
+straight into it (``recv_bytes_into``), so tensors arrive as parent-owned host memory with one copy, and a frame
+whose size disagrees with its header is refused. In the header a tensor stands as ``{"__tensor__": i}``.
 """
 
 from __future__ import annotations
 
 import json
-import struct
+from multiprocessing.connection import Connection
 from typing import Any
 
 import torch
 
-MAX_MESSAGE_BYTES = 16 * 2**30
+MAX_HEADER_BYTES = 64 * 2**20
+MAX_TENSOR_BYTES = 64 * 2**30
 # Unbound tensor methods captured at import (before any candidate code runs in a worker), so a candidate that
 # patches torch.Tensor cannot change how its outputs are copied out.
 _Tensor = torch.Tensor
 _detach, _to, _contiguous, _reshape, _view = _Tensor.detach, _Tensor.to, _Tensor.contiguous, _Tensor.reshape, _Tensor.view
-_numpy, _numel = _Tensor.numpy, _Tensor.numel
+_numpy, _numel, _element_size = _Tensor.numpy, _Tensor.numel, _Tensor.element_size
 _DTYPES: dict[str, torch.dtype] = {
     name: getattr(torch, name)
     for name in (
@@ -33,21 +35,16 @@ class WireError(ValueError):
     """A message that does not follow the format (truncated, inconsistent or of an unknown dtype)."""
 
 
-def _dtype_name(dtype: torch.dtype) -> str:
-    return str(dtype).removeprefix("torch.")
-
-
-def encode(obj: Any) -> bytes:
-    """Encode JSON-compatible data in which torch.Tensors may appear anywhere (copied to host, contiguous)."""
-    tensors: list[dict[str, Any]] = []
-    chunks: list[bytes] = []
+def split(obj: Any) -> tuple[bytes, list[torch.Tensor]]:
+    tensors: list[torch.Tensor] = []
+    specs: list[dict[str, Any]] = []
 
     def walk(x: Any) -> Any:
         if isinstance(x, _Tensor):
             host = _contiguous(_to(_detach(x), "cpu"))
-            raw = _numpy(_view(_reshape(host, -1), torch.uint8)).tobytes() if _numel(host) else b""
-            tensors.append({"dtype": _dtype_name(host.dtype), "shape": list(host.shape), "nbytes": len(raw)})
-            chunks.append(raw)
+            tensors.append(host)
+            specs.append({"dtype": str(host.dtype).removeprefix("torch."), "shape": list(host.shape),
+                          "nbytes": _numel(host) * _element_size(host)})
             return {"__tensor__": len(tensors) - 1}
         if isinstance(x, dict):
             return {str(k): walk(v) for k, v in x.items()}
@@ -56,27 +53,36 @@ def encode(obj: Any) -> bytes:
         return x
 
     body = walk(obj)
-    header = json.dumps({"body": body, "__tensors__": tensors}, allow_nan=True).encode()
-    return struct.pack("<I", len(header)) + header + b"".join(chunks)
+    return json.dumps({"body": body, "__tensors__": specs}, allow_nan=True).encode(), tensors
 
 
-def decode(data: bytes) -> Any:
-    """Decode a message; every tensor is a fresh, parent-owned CPU tensor."""
-    if len(data) < 4:
-        raise WireError("message shorter than its length prefix")
-    (hlen,) = struct.unpack_from("<I", data, 0)
-    if 4 + hlen > len(data):
-        raise WireError("header length beyond the message")
+def _bytes_view(t: torch.Tensor) -> Any:
+    """A writable uint8 numpy view of a contiguous CPU tensor's memory (numpy has no bfloat16)."""
+    return _numpy(_view(_reshape(t, -1), torch.uint8))
+
+
+def send(conn: Connection, obj: Any) -> None:
+    """Send JSON-compatible data in which torch.Tensors may appear anywhere (copied to host first)."""
+    send_parts(conn, *split(obj))
+
+
+def send_parts(conn: Connection, header: bytes, tensors: list[torch.Tensor]) -> None:
+    conn.send_bytes(header)
+    for t in tensors:
+        if _numel(t):
+            conn.send_bytes(_bytes_view(t))
+
+
+def _parse_header(data: bytes) -> tuple[Any, list[tuple[torch.dtype, list[int], int]]]:
     try:
-        header = json.loads(data[4 : 4 + hlen])
+        header = json.loads(data)
         specs = header["__tensors__"]
         body = header["body"]
     except (ValueError, KeyError, TypeError) as exc:
         raise WireError(f"bad header: {exc}") from None
     if not isinstance(specs, list):
         raise WireError("bad tensor table")
-    tensors: list[torch.Tensor] = []
-    offset = 4 + hlen
+    parsed = []
     for spec in specs:
         try:
             dtype = _DTYPES[spec["dtype"]]
@@ -89,17 +95,29 @@ def decode(data: bytes) -> Any:
         numel = 1
         for s in shape:
             numel *= s
-        itemsize = torch.empty((), dtype=dtype).element_size()
-        if numel * itemsize != nbytes or offset + nbytes > len(data):
+        if numel * torch.empty((), dtype=dtype).element_size() != nbytes or nbytes > MAX_TENSOR_BYTES:
             raise WireError(f"tensor bytes inconsistent with dtype {spec['dtype']} and shape {shape}")
+        parsed.append((dtype, shape, nbytes))
+    return body, parsed
+
+
+def recv(conn: Connection) -> Any:
+    """Receive one message; every tensor is a fresh, receiver-owned CPU tensor. Raises EOFError on a closed
+    channel and WireError on a malformed message."""
+    body, specs = _parse_header(conn.recv_bytes(MAX_HEADER_BYTES))
+    tensors: list[torch.Tensor] = []
+    for dtype, shape, nbytes in specs:
+        t = torch.empty(shape, dtype=dtype)
         if nbytes:
-            flat = torch.frombuffer(bytearray(data[offset : offset + nbytes]), dtype=torch.uint8)
-            tensors.append(flat.view(dtype).reshape(shape))
-        else:
-            tensors.append(torch.empty(shape, dtype=dtype))
-        offset += nbytes
-    if offset != len(data):
-        raise WireError("trailing bytes after the last tensor")
+            try:
+                got = conn.recv_bytes_into(_bytes_view(t))
+            except Exception as exc:  # BufferTooShort: a frame larger than its header said
+                if isinstance(exc, (EOFError, OSError)):
+                    raise
+                raise WireError("tensor frame larger than declared") from None
+            if got != nbytes:
+                raise WireError(f"tensor frame of {got} bytes, {nbytes} declared")
+        tensors.append(t)
 
     def walk(x: Any) -> Any:
         if isinstance(x, dict):

@@ -22,6 +22,7 @@ from kbv.protocol import BASELINES, DISTRIBUTIONS, TIMING_RULES
 from kbv.worker import backends, inputs, loading, memory, timer
 
 _Tensor = torch.Tensor
+_as_subclass = torch.Tensor.as_subclass
 _monotonic = time.monotonic
 _SCALES = {d.name: d.scale for d in DISTRIBUTIONS}
 
@@ -37,6 +38,15 @@ def _describe_output(out: Any) -> tuple[str, list[Any]]:
         if type(item) is _Tensor:
             described.append({"tensor": _Tensor.detach(item), "stride": list(_Tensor.stride(item)),
                               "device": str(_Tensor.device.__get__(item))})
+        elif isinstance(item, _Tensor):
+            # A subclass fails the verified check by type alone; its data still goes back, as a plain tensor,
+            # so the standard protocol (which, like KernelBench, accepts subclasses) can be judged faithfully.
+            name = type(item).__module__ + "." + type(item).__qualname__
+            try:
+                plain = _Tensor.detach(_as_subclass(item, _Tensor))
+                described.append({"subclass": name, "tensor_data": plain})
+            except Exception:
+                described.append({"not_a_tensor": name})
         else:
             described.append({"not_a_tensor": type(item).__module__ + "." + type(item).__qualname__})
     return structure, described
@@ -154,27 +164,27 @@ def main(conn: Connection, spec: dict[str, Any]) -> None:
     try:
         session = Session(spec)
     except BaseException as exc:  # the problem itself failed to load
-        conn.send_bytes(wire.encode(_error(exc)))
+        wire.send(conn, _error(exc))
         os._exit(1)
     handlers = {"import": session.cmd_import, "setup": session.cmd_setup, "forward": session.cmd_forward,
                 "buffers": session.cmd_buffers, "time": session.cmd_time}
-    conn.send_bytes(wire.encode({"ok": True, "pid": os.getpid()}))
+    wire.send(conn, {"ok": True, "pid": os.getpid()})
     while True:
         try:
-            msg = wire.decode(conn.recv_bytes())
-        except (EOFError, OSError):
+            msg = wire.recv(conn)
+        except (EOFError, OSError, wire.WireError):
             os._exit(0)
         if msg.get("cmd") == "exit":
             os._exit(0)
         try:
             reply = {"ok": True, **handlers[msg["cmd"]](msg)}
-            data = wire.encode(reply)
+            header, tensors = wire.split(reply)  # copy out to host now, inside the error handling
         except BaseException as exc:  # anything the candidate raises, SystemExit included
             try:
                 sys.stdout.flush()
                 sys.stderr.flush()
             except Exception:
                 pass
-            conn.send_bytes(wire.encode(_error(exc)))
+            wire.send(conn, _error(exc))
             os._exit(1)
-        conn.send_bytes(data)
+        wire.send_parts(conn, header, tensors)

@@ -132,7 +132,7 @@ class Worker:
 
     def call(self, msg: dict[str, Any], deadline: float) -> dict[str, Any]:
         try:
-            self._conn.send_bytes(wire.encode(msg))
+            wire.send(self._conn, msg)
         except (BrokenPipeError, OSError):
             raise self._died() from None
         return self._expect(deadline)
@@ -143,11 +143,9 @@ class Worker:
             self.kill()
             raise WorkerFailure("timeout", "time limit exceeded", self.log_tail())
         try:
-            data = self._conn.recv_bytes(wire.MAX_MESSAGE_BYTES)
+            reply = wire.recv(self._conn)
         except (EOFError, OSError):
             raise self._died() from None
-        try:
-            reply = wire.decode(data)
         except wire.WireError as exc:
             self.kill()
             raise WorkerFailure("protocol", f"malformed reply: {exc}", self.log_tail()) from None
@@ -186,7 +184,7 @@ class Worker:
     def close(self) -> None:
         if self._proc.is_alive():
             try:
-                self._conn.send_bytes(wire.encode({"cmd": "exit"}))
+                wire.send(self._conn, {"cmd": "exit"})
             except OSError:
                 pass
             self._proc.join(2)
