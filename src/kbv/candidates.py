@@ -69,3 +69,16 @@ def pair_candidates(problems: list[Problem], candidate_dirs: list[Path]) -> tupl
             pairs.append(Pair(problem, Candidate.from_path(path, sample)))
     pairs.sort(key=lambda pr: (pr.problem.level or 0, pr.problem.problem_id, pr.candidate.sample, str(pr.candidate.path)))
     return pairs, unmatched
+
+
+def write_reference_candidate(problem: Problem, folder: str | Path) -> Path:
+    """Write the problem's own ``Model`` as a candidate (``class ModelNew(Model)``), in the generation layout.
+
+    Evaluating it checks the harness itself: it must be ``correct`` with speedups near 1.0 under both baselines.
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"level_{problem.level or 0}_problem_{problem.problem_id}_sample_0_kernel.py"
+    source = problem.path.read_text()
+    path.write_text(f"{source}\n\nclass ModelNew(Model):\n    \"\"\"The reference itself, as a candidate.\"\"\"\n")
+    return path

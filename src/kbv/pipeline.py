@@ -22,7 +22,7 @@ from kbv import envinfo, judge, stats
 from kbv.candidates import Candidate
 from kbv.problems import Problem
 from kbv.protocol import (
-    BASELINES, DISTRIBUTIONS, PROTOCOLS, REFERENCE_DRIFT_LIMIT, REFERENCE_REMEASURE_TRIALS, TOLERANCES,
+    BASELINES, DISTRIBUTIONS, MEMORY_SLACK_BYTES, PROTOCOLS, REFERENCE_DRIFT_LIMIT, REFERENCE_REMEASURE_TRIALS, TOLERANCES,
     worst_verdict,
 )
 from kbv.records import Record
@@ -48,14 +48,17 @@ class EvalOptions:
     profile: str | None = "auto"
     cache_dir: Path = field(default_factory=default_cache_dir)
     reuse_reference_timing: bool | None = None  # default: on CUDA only (a CPU reference is cheap to re-time)
-    threads: int | None = None
+    threads: int | None = None  # torch threads in workers; default 1 on the CPU (timings immune to other load)
     build_jobs: int | None = None
     keep_scratch: bool = False
 
-    def resolved_profile(self, device: str) -> str | None:
+    def resolved_profile(self, device: str, problem: Problem) -> str | None:
         if self.profile == "auto":
-            return "small" if device == "cpu" else None
+            return "small" if device == "cpu" and "small" in problem.profiles else None
         return None if self.profile in (None, "default") else self.profile
+
+    def resolved_threads(self, device: str) -> int | None:
+        return self.threads if self.threads is not None else (1 if device == "cpu" else None)
 
     def validate(self) -> None:
         if self.protocol not in PROTOCOLS:
@@ -74,6 +77,7 @@ class CompileResult:
     verdict: str = ""
     error: dict[str, Any] | None = None
     seconds: float = 0.0
+    problem_failed: bool = False  # the problem module itself did not load: not the candidate's fault
 
 
 def build_dir(candidate: Candidate, device: str, cache_dir: Path) -> Path:
@@ -133,7 +137,7 @@ class PairEvaluation:
         self.options = options
         self.device = device
         self.gpu = gpu
-        self.profile = options.resolved_profile(device)
+        self.profile = options.resolved_profile(device, problem)
         self.scratch = Path(tempfile.mkdtemp(prefix="kbv-"))
         self.record = Record(
             problem=problem.key, level=problem.level, problem_id=problem.problem_id,
@@ -157,7 +161,7 @@ class PairEvaluation:
             precision=self.options.precision, mode=self.problem.mode, work_dir=work,
             log_path=self.scratch / f"{stage}-{role}.log",
             candidate_path=str(self.candidate.path) if role == "candidate" else None,
-            unscaled=self.problem.unscaled_inputs, env=env, threads=self.options.threads,
+            unscaled=self.problem.unscaled_inputs, env=env, threads=self.options.resolved_threads(self.device),
         )
 
     # -- stages ---------------------------------------------------------------------------------------------------
@@ -168,11 +172,13 @@ class PairEvaluation:
         try:
             self.record.stage = "compile"
             compiled = compiled or compile_candidate(self.problem, self.candidate, self.options, self.device,
-                                                     self.gpu, self.profile)
+                                                     self.gpu)
             self.record.wall_seconds["compile"] = round(compiled.seconds, 3)
             if not compiled.ok:
                 self.record.verdict = self.record.standard_verdict = compiled.verdict
                 self.record.error = compiled.error
+                if compiled.problem_failed:
+                    self.record.flags.append("reference_error")
                 return self.record
             self.record.stage = "correctness"
             t0 = time.monotonic()
@@ -368,7 +374,7 @@ class PairEvaluation:
         ref_peak = ref_timing["memory"].get("peak_bytes")
         rec.memory_bytes = {"candidate_peak": cand_peak, "reference_peak": ref_peak,
                             "method": cand["memory"].get("method")}
-        if cand_peak is not None and ref_peak is not None and cand_peak > ref_peak:
+        if cand_peak is not None and ref_peak is not None and cand_peak > ref_peak + MEMORY_SLACK_BYTES[self.device]:
             rec.flags.append("memory_above_reference")
 
     def _reference_timing(self, baselines: list[str], seed: int) -> dict[str, Any]:
@@ -434,21 +440,28 @@ class PairEvaluation:
 
 
 def compile_candidate(problem: Problem, candidate: Candidate, options: EvalOptions, device: str,
-                      gpu: int | None = None, profile: str | None = None) -> CompileResult:
+                      gpu: int | None = None) -> CompileResult:
     """The compile stage: import the candidate in a fresh worker (extension builds happen at import)."""
     scratch = Path(tempfile.mkdtemp(prefix="kbv-build-"))
     work = scratch / "compile"
     work.mkdir()
     spec = WorkerSpec(
-        role="candidate", device=device, problem_path=str(problem.path), profile=profile,
+        role="candidate", device=device, problem_path=str(problem.path),
+        profile=options.resolved_profile(device, problem),
         precision=options.precision, mode=problem.mode, work_dir=work, log_path=scratch / "compile.log",
         candidate_path=str(candidate.path), env=_candidate_env(candidate, device, gpu, options, work),
-        threads=options.threads,
+        threads=options.resolved_threads(device),
     )
     t0 = time.monotonic()
     deadline = t0 + options.build_timeout
     try:
-        with Worker(spec, deadline) as worker:
+        try:
+            worker = Worker(spec, deadline)  # loads the problem, before any candidate code
+        except WorkerFailure as failure:
+            return CompileResult(ok=False, verdict="runtime_error", problem_failed=True,
+                                 error=_failure_dict("compile", failure) | {"reference": True},
+                                 seconds=time.monotonic() - t0)
+        with worker:
             worker.call({"cmd": "import"}, deadline)
         return CompileResult(ok=True, seconds=time.monotonic() - t0)
     except WorkerFailure as failure:

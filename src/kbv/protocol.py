@@ -118,7 +118,8 @@ FLAGS: Final = {
     "those kept their seeded initialisation (names in correctness.unmatched)",
     "buffer_mismatch": "buffers the reference updates in forward (e.g. BatchNorm running stats) differ from the "
     "candidate's after the correctness trials",
-    "memory_above_reference": "the candidate's peak memory for one forward exceeds the reference's",
+    "memory_above_reference": "the candidate's peak memory for one forward exceeds the reference's (beyond the "
+    "measurement slack of kbv.protocol.MEMORY_SLACK_BYTES)",
     "reference_timing_cached": "the reference median comes from the timing cache; a short re-measure is recorded",
     "reference_timing_drift": "a cached reference time drifted beyond the limit on re-measure; it was re-timed in full",
     "reference_error": "the reference itself failed (load, construction or forward); the candidate was not judged",
@@ -150,6 +151,11 @@ REFERENCE_REMEASURE_TRIALS: Final = 10  # trials of the short re-measure when a 
 REFERENCE_DRIFT_LIMIT: Final = 0.10  # a re-measure further than this from the cached median discards the cache
 BOOTSTRAP_RESAMPLES: Final = 2000
 CONFIDENCE: Final = 0.95
+
+# Peak memory: the candidate "raises peak memory" when its peak exceeds the reference's by more than the slack.
+# CUDA's allocator statistics are exact; the CPU measure (resident-set high-water mark) moves in pages and with the
+# C allocator's caching, so small differences there are noise.
+MEMORY_SLACK_BYTES: Final = {"cuda": 0, "cpu": 256 * 1024}
 
 # Fast_p thresholds printed by `kbv report`.
 FAST_P_THRESHOLDS: Final = (0.0, 0.5, 0.8, 1.0, 1.5, 2.0)

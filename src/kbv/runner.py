@@ -73,8 +73,7 @@ def run_pairs(pairs: Sequence[Pair], options: EvalOptions, out: str | Path, *, r
     def build(item: tuple[int, Pair]) -> None:
         i, pair = item
         gpu = slots[i % len(slots)]
-        result = compile_candidate(pair.problem, pair.candidate, options, device, gpu,
-                                   options.resolved_profile(device))
+        result = compile_candidate(pair.problem, pair.candidate, options, device, gpu)
         compiled[pair.candidate.sha256] = result
         progress.built(pair, result)
 
