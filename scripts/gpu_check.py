@@ -1,0 +1,157 @@
+#!/usr/bin/env python3
+"""kbv's checks on a CUDA machine, staged so that one device call runs them and a cut-off run keeps what it did.
+
+Stages (``--stages``, in this order):
+  env       what the machine is (nvidia-smi, torch, triton, nvcc, python packages kbv may use)
+  pytest    the tests marked ``gpu`` (pytest -m gpu), if pytest is importable here
+  examples  the bundled CUDA and common example candidates, plus hostile ones (illegal memory access, segfault,
+            hang) paired with level1/5_ReLU: every one must get a recorded verdict and the run must go on
+  suite     every built-in problem with the reference itself as the candidate: must be correct, speedup ~1.0
+
+Everything is written under --out (default $OUT, else ./gpu-results) as it happens: ``<stage>.jsonl`` records and
+``gpu_check.log``. Run from the repository root with ``PYTHONPATH=src`` (no install needed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from kbv import envinfo  # noqa: E402
+from kbv.candidates import Candidate, Pair, pair_candidates, write_reference_candidate  # noqa: E402
+from kbv.pipeline import EvalOptions  # noqa: E402
+from kbv.problems import builtin_suite_dir, discover, load_problem  # noqa: E402
+from kbv.records import Record, read_records  # noqa: E402
+from kbv.runner import Progress, run_pairs  # noqa: E402
+
+LOG: list = []
+
+
+def say(*parts: object) -> None:
+    line = " ".join(str(p) for p in parts)
+    print(line, flush=True)
+    for f in LOG:
+        f.write(line + "\n")
+        f.flush()
+
+
+class Lines(Progress):
+    def built(self, pair, result) -> None:
+        say(f"  built {pair.candidate.path.name}: {'ok' if result.ok else result.verdict} ({result.seconds:.1f} s)")
+
+    def evaluated(self, record: Record) -> None:
+        sp = {b: (record.speedup.get(b) or {}).get("value") for b in ("standard", "verified")}
+        sp_s = " ".join(f"{b}={v:.3f}" for b, v in sp.items() if v is not None)
+        err = (record.error or {}).get("message", "")[:100]
+        say(f"  {record.problem} #{record.sample} {Path(record.candidate).name}: {record.verdict} "
+            f"(standard {record.standard_verdict}) {sp_s} {err} [{record.wall_seconds.get('total', 0):.1f} s]")
+
+
+def stage_env(out: Path) -> None:
+    for cmd in (["nvidia-smi"], ["nvcc", "--version"]):
+        try:
+            say(subprocess.run(cmd, capture_output=True, text=True, timeout=60).stdout)
+        except (OSError, subprocess.SubprocessError) as exc:
+            say(f"{cmd[0]}: {exc}")
+    import torch
+
+    say("torch", torch.__version__, "cuda", torch.version.cuda, "devices", torch.cuda.device_count(),
+        "python", sys.version.split()[0])
+    for mod in ("triton", "numpy", "click", "rich", "pytest", "ninja"):
+        try:
+            m = __import__(mod)
+            say(f"  {mod} {getattr(m, '__version__', '?')}")
+        except ImportError:
+            say(f"  {mod} missing")
+    say("software", json.dumps(envinfo.software()), "gpu", json.dumps(envinfo.gpu_identity(0)))
+
+
+def stage_pytest(out: Path) -> None:
+    try:
+        import pytest  # noqa: F401
+    except ImportError:
+        say("pytest missing: gpu tests not run")
+        return
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    with (out / "pytest-gpu.log").open("w") as log:
+        proc = subprocess.run([sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider",
+                               str(ROOT / "tests")], stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT,
+                              timeout=400)
+    tail = (out / "pytest-gpu.log").read_text().strip().splitlines()[-15:]
+    say("pytest -m gpu exit", proc.returncode, *["\n  " + t for t in tail])
+
+
+def _run(name: str, pairs: list[Pair], options: EvalOptions, out: Path, workers: int) -> list[dict]:
+    path = out / f"{name}.jsonl"
+    t0 = time.monotonic()
+    say(f"[{name}] {len(pairs)} pairs")
+    run_pairs(pairs, options, path, resume=True, build_workers=workers, progress=Lines())
+    records = [r for r in read_records(path)]
+    say(f"[{name}] done in {time.monotonic() - t0:.0f} s")
+    return records
+
+
+def stage_examples(out: Path, workers: int) -> None:
+    problems = discover(builtin_suite_dir())
+    examples = ROOT / "src" / "kbv" / "examples"
+    pairs, _ = pair_candidates(problems, [examples / "common", examples / "cuda"])
+    relu = load_problem(builtin_suite_dir() / "level1" / "5_ReLU.py")
+    hostile = ["cuda_illegal_access.py", "segfault.py", "os_exit.py", "hang_forward.py", "correct_torch.py"]
+    for i, name in enumerate(hostile):
+        path = ROOT / "tests" / "candidates" / name
+        if path.exists():
+            pairs.append(Pair(relu, Candidate.from_path(path, sample=100 + i)))
+    _run("examples", pairs, EvalOptions(device="cuda", timeout=60), out, workers)
+
+
+def stage_suite(out: Path, workers: int) -> None:
+    problems = discover(builtin_suite_dir())
+    folder = out.parent / "kbv-reference-candidates"
+    pairs = [Pair(p, Candidate.from_path(write_reference_candidate(p, folder))) for p in problems]
+    records = _run("suite", pairs, EvalOptions(device="cuda", timeout=240), out, workers)
+    ok = [r for r in records if r["verdict"] == "correct"]
+    say(f"[suite] {len(ok)}/{len(records)} correct")
+    for b in ("standard", "verified"):
+        values = [r["speedup"][b]["value"] for r in ok if (r.get("speedup") or {}).get(b)]
+        if values:
+            say(f"[suite] {b}: speedup min {min(values):.3f} max {max(values):.3f} "
+                f"within 5%: {sum(abs(v - 1) <= 0.05 for v in values)}/{len(values)}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--stages", default="env,pytest,examples,suite")
+    ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "gpu-results")))
+    ap.add_argument("--build-workers", type=int, default=envinfo.cpu_count())
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("KBV_CACHE_DIR", str(Path("/tmp/kbv-cache")))
+    LOG.append((args.out / "gpu_check.log").open("a"))
+    t0 = time.monotonic()
+    for stage in args.stages.split(","):
+        s0 = time.monotonic()
+        say(f"=== {stage} ===")
+        if stage == "env":
+            stage_env(args.out)
+        elif stage == "pytest":
+            stage_pytest(args.out)
+        elif stage == "examples":
+            stage_examples(args.out, args.build_workers)
+        elif stage == "suite":
+            stage_suite(args.out, args.build_workers)
+        else:
+            say(f"unknown stage {stage}")
+        say(f"=== {stage} took {time.monotonic() - s0:.0f} s (total {time.monotonic() - t0:.0f} s) ===")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

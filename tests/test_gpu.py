@@ -1,0 +1,51 @@
+"""GPU checks (marker ``gpu``; skipped without CUDA). scripts/gpu_check.py runs them on the H200 with the suite."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import CANDIDATES, EXAMPLES, problem_path
+from kbv.candidates import Candidate, Pair, write_reference_candidate
+from kbv.pipeline import EvalOptions, evaluate
+from kbv.problems import load_problem
+from kbv.records import read_records
+from kbv.runner import run_pairs
+
+pytestmark = pytest.mark.gpu
+GPU = dict(device="cuda", timeout=120.0)
+
+
+def test_cuda_load_inline_candidate_builds_and_is_correct() -> None:
+    record = evaluate(problem_path("level1/5_ReLU"), EXAMPLES / "cuda" / "level_1_problem_5_sample_0_kernel.py",
+                      EvalOptions(**GPU))
+    assert record.verdict == "correct", record.error
+    assert record.env["device"]["name"]
+    assert record.timing_ms["gpu_clocks"]["start"] and record.timing_ms["flush_bytes"] >= 2 * 50 * 2**20
+    assert record.memory_bytes["method"] == "torch.cuda.max_memory_allocated"
+    assert record.memory_bytes["candidate_peak"] > 0 and record.memory_bytes["reference_peak"] > 0
+    assert record.timing_ms["candidate_verified"]["n"] >= 100
+
+
+def test_illegal_memory_access_is_survived(tmp_path) -> None:
+    relu = load_problem(problem_path("level1/5_ReLU"))
+    pairs = [Pair(relu, Candidate.from_path(CANDIDATES / "cuda_illegal_access.py", sample=0)),
+             Pair(relu, Candidate.from_path(CANDIDATES / "correct_torch.py", sample=1))]
+    out = tmp_path / "r.jsonl"
+    run_pairs(pairs, EvalOptions(**GPU), out)
+    records = {r["sample"]: r for r in read_records(out)}
+    assert records[0]["verdict"] == "runtime_error"
+    assert "illegal memory access" in (records[0]["error"]["message"] + records[0]["error"]["log_tail"]).lower()
+    assert records[1]["verdict"] == "correct"
+
+
+def test_tf32_baseline_is_faster_for_fp32_matmul_and_self_speedup_is_one(tmp_path) -> None:
+    problem = load_problem(problem_path("level1/1_Square_Matmul"))
+    record = evaluate(problem, write_reference_candidate(problem, tmp_path), EvalOptions(**GPU))
+    assert record.verdict == "correct"
+    t = record.timing_ms
+    assert t["reference_verified"]["median"] * 2 < t["reference_standard"]["median"]  # TF32 really is on
+    for baseline in ("standard", "verified"):
+        assert 0.9 < record.speedup[baseline]["value"] < 1.1
+    flags = record.env["baseline_flags"]["reference"]
+    assert flags["verified"]["cuda.matmul.allow_tf32"] is True
+    assert flags["standard"]["cuda.matmul.allow_tf32"] is False

@@ -1,0 +1,122 @@
+"""Pipeline behaviour beyond verdicts: parameter matching, buffers, declared skips, precision, protocols,
+the reference-timing cache, and the harness checking itself with the reference as the candidate."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import CANDIDATES, SUITE, problem_path
+from kbv.candidates import Candidate, Pair, write_reference_candidate
+from kbv.pipeline import EvalOptions, evaluate
+from kbv.problems import discover, load_problem
+from kbv.records import read_records
+from kbv.runner import run_pairs
+
+CPU = dict(device="cpu", timeout=60.0)
+
+
+def test_unmatched_params_are_recorded_not_silent() -> None:
+    record = evaluate(problem_path("level2/1_Gemm_Bias_ReLU"), CANDIDATES / "renamed_params_gemm.py",
+                      EvalOptions(**CPU))
+    assert record.verdict == "correct"
+    assert "unmatched_params" in record.flags
+    unmatched = record.correctness["unmatched"]
+    assert unmatched["candidate_only"] == ["linear.weight", "shift"]
+    assert unmatched["reference_only"] == ["bias", "gemm.weight"]
+
+
+def test_buffers_the_reference_updates_are_compared() -> None:
+    record = evaluate(problem_path("level1/10_BatchNorm2d"), CANDIDATES / "bn_no_running_stats.py",
+                      EvalOptions(**CPU))
+    assert record.verdict == "correct"
+    assert "buffer_mismatch" in record.flags
+    assert set(record.correctness["buffer_mismatch"]) >= {"bn.running_mean", "bn.running_var"}
+
+
+def test_declared_skip_is_recorded_as_skipped(tmp_path) -> None:
+    problem = load_problem(problem_path("level1/19_KLDivLoss"))
+    record = evaluate(problem, write_reference_candidate(problem, tmp_path), EvalOptions(**CPU))
+    d4 = record.correctness["distributions"]["D4"]
+    assert d4["status"] == "skipped" and d4["trials"] == 0 and d4["reason"]
+    assert "skipped_distribution" in record.flags
+    assert record.verdict == "correct"
+
+
+def test_bf16_precision_casts_both_sides(tmp_path) -> None:
+    problem = load_problem(problem_path("level1/8_LayerNorm"))
+    record = evaluate(problem, write_reference_candidate(problem, tmp_path), EvalOptions(precision="bf16", **CPU))
+    assert record.verdict == "correct"
+    assert record.env["precision"] == "bf16"
+    assert record.correctness["tolerance"]["rtol"] == 0.02
+
+
+def test_bf16_catches_a_kernel_that_only_works_in_fp32(tmp_path) -> None:
+    """Cast-insensitive shortcuts still fail: the identity ReLU is wrong in bf16 too."""
+    record = evaluate(problem_path("level1/5_ReLU"),
+                      SUITE.parent.parent / "examples" / "common" / "level_1_problem_5_sample_1_kernel.py",
+                      EvalOptions(precision="bf16", **CPU))
+    assert record.verdict == "incorrect"
+
+
+def test_verified_protocol_times_only_the_verified_baseline() -> None:
+    record = evaluate(problem_path("level1/5_ReLU"), CANDIDATES / "correct_torch.py",
+                      EvalOptions(protocol="verified", **CPU))
+    assert record.speedup["standard"] is None and record.speedup["verified"]["value"] > 0
+    assert record.timing_ms["candidate_standard"] is None
+    assert list(record.env["baselines"]) == ["verified"]
+
+
+def test_reference_timing_cache_is_reused_with_a_remeasure(tmp_path) -> None:
+    options = EvalOptions(reuse_reference_timing=True, cache_dir=tmp_path, **CPU)
+    first = evaluate(problem_path("level1/5_ReLU"), CANDIDATES / "correct_torch.py", options)
+    second = evaluate(problem_path("level1/5_ReLU"), CANDIDATES / "correct_torch.py", options)
+    assert "reference_timing_cached" not in first.flags
+    cached = second.timing_ms["reference_verified"]
+    if "reference_timing_drift" in second.flags:  # a loaded machine may move the median by more than the limit
+        assert cached["cached"] is False
+    else:
+        assert "reference_timing_cached" in second.flags
+        assert cached["cached"] is True and cached["median"] == first.timing_ms["reference_verified"]["median"]
+        assert cached["remeasure_median"] > 0 and cached["drift"] is not None
+
+
+def test_failing_reference_is_not_blamed_on_the_candidate(tmp_path) -> None:
+    broken = tmp_path / "level1"
+    broken.mkdir()
+    problem_file = broken / "1_Broken.py"
+    problem_file.write_text(
+        "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        raise ValueError('bad ref')\n"
+        "def get_inputs():\n    return [torch.rand(4)]\ndef get_init_inputs():\n    return []\n")
+    record = evaluate(problem_file, CANDIDATES / "correct_torch.py", EvalOptions(**CPU))
+    assert record.verdict == "runtime_error"
+    assert "reference_error" in record.flags
+    assert record.error["reference"] is True and "bad ref" in record.error["message"]
+
+
+def test_reference_as_candidate_is_correct_on_the_whole_builtin_suite(tmp_path) -> None:
+    """The harness checking itself: every built-in problem, its own Model as the candidate."""
+    problems = discover(SUITE)
+    pairs = [Pair(p, Candidate.from_path(write_reference_candidate(p, tmp_path / "c"))) for p in problems]
+    out = tmp_path / "self.jsonl"
+    run_pairs(pairs, EvalOptions(**CPU), out, build_workers=2)
+    records = list(read_records(out))
+    assert len(records) == len(problems)
+    wrong = {r["problem"]: (r["verdict"], r["error"], r["correctness"].get("failed_distributions"))
+             for r in records if r["verdict"] != "correct" or r["standard_verdict"] != "correct"}
+    assert not wrong
+    assert all(r["flags"] in ([], ["skipped_distribution"]) for r in records)
+    for r in records:  # same code both sides: a speedup far from 1 would mean a biased timer
+        for baseline in ("standard", "verified"):
+            assert 0.5 < r["speedup"][baseline]["value"] < 2.0, (r["problem"], r["speedup"])
+
+
+@pytest.mark.parametrize("resume", [True])
+def test_resume_skips_recorded_pairs(tmp_path, resume) -> None:
+    relu = load_problem(problem_path("level1/5_ReLU"))
+    pairs = [Pair(relu, Candidate.from_path(CANDIDATES / "zeros.py")),
+             Pair(relu, Candidate.from_path(CANDIDATES / "correct_torch.py"))]
+    out = tmp_path / "r.jsonl"
+    first = run_pairs(pairs[:1], EvalOptions(**CPU), out)
+    second = run_pairs(pairs, EvalOptions(**CPU), out, resume=resume)
+    assert (first.evaluated, second.evaluated, second.skipped) == (1, 1, 1)
+    assert [r["candidate"].endswith(n) for r, n in zip(read_records(out), ("zeros.py", "correct_torch.py"))] == [True, True]

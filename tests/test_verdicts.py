@@ -1,0 +1,115 @@
+"""Every verdict, from one run over hostile and broken candidates: a crash, a hang or an os._exit costs its own
+result and nothing else."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import CANDIDATES, EXAMPLES, problem_path
+from kbv.candidates import Candidate, Pair
+from kbv.pipeline import EvalOptions
+from kbv.problems import load_problem
+from kbv.records import read_records
+from kbv.runner import run_pairs
+
+# candidate file (for level1/5_ReLU) -> (verdict, standard_verdict, error stage or None)
+EXPECTED = {
+    "correct_torch.py": ("correct", "correct", None),
+    "syntax_error.py": ("compile_error", "compile_error", "compile"),
+    "no_modelnew.py": ("compile_error", "compile_error", "compile"),
+    "import_raises.py": ("compile_error", "compile_error", "compile"),
+    "exit_at_import.py": ("compile_error", "compile_error", "compile"),
+    "hang_import.py": ("timeout", "timeout", "compile"),
+    "init_raises.py": ("runtime_error", "runtime_error", "correctness"),
+    "forward_raises.py": ("runtime_error", "runtime_error", "correctness"),
+    "segfault.py": ("runtime_error", "runtime_error", "correctness"),
+    "os_exit.py": ("runtime_error", "runtime_error", "correctness"),
+    "hang_forward.py": ("timeout", "timeout", "correctness"),
+    "wrong_shape.py": ("incorrect", "incorrect", None),
+    "wrong_dtype.py": ("incorrect", "correct", None),  # KernelBench's allclose does not check dtype
+    "not_a_tensor.py": ("incorrect", "incorrect", None),
+    "tensor_subclass.py": ("incorrect", "correct", None),
+    "nan_output.py": ("incorrect", "incorrect", None),
+    "zeros.py": ("incorrect", "incorrect", None),
+}
+IDENTITY_RELU = EXAMPLES / "common" / "level_1_problem_5_sample_1_kernel.py"
+
+
+@pytest.fixture(scope="module")
+def records(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
+    relu = load_problem(problem_path("level1/5_ReLU"))
+    files = [CANDIDATES / name for name in EXPECTED] + [IDENTITY_RELU]
+    pairs = [Pair(relu, Candidate.from_path(path, sample=i)) for i, path in enumerate(files)]
+    out = tmp_path_factory.mktemp("verdicts") / "results.jsonl"
+    options = EvalOptions(device="cpu", timeout=6.0, build_timeout=8.0)
+    summary = run_pairs(pairs, options, out, build_workers=2)
+    assert summary.evaluated == len(pairs)
+    return {Path(r["candidate"]).name: r for r in read_records(out)}
+
+
+def test_every_pair_has_a_record(records: dict[str, dict]) -> None:
+    assert set(records) == set(EXPECTED) | {IDENTITY_RELU.name}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_verdict(records: dict[str, dict], name: str) -> None:
+    verdict, standard, stage = EXPECTED[name]
+    record = records[name]
+    assert record["verdict"] == verdict, record["error"] or record["correctness"]
+    assert record["standard_verdict"] == standard
+    if stage is None:
+        assert record["error"] is None
+    else:
+        assert record["error"]["stage"] == stage
+        assert record["error"]["message"]
+
+
+def test_crash_is_explained(records: dict[str, dict]) -> None:
+    assert "SIGSEGV" in records["segfault.py"]["error"]["message"]
+    assert "exited with status 0" in records["os_exit.py"]["error"]["message"]
+    assert "time limit" in records["hang_forward.py"]["error"]["message"]
+    assert "ModelNew" in records["no_modelnew.py"]["error"]["message"]
+    assert "SyntaxError" in records["syntax_error.py"]["error"]["message"]
+
+
+def test_identity_relu_is_caught_by_d4_only(records: dict[str, dict]) -> None:
+    record = records[IDENTITY_RELU.name]
+    assert record["verdict"] == "incorrect"
+    assert record["standard_verdict"] == "correct"
+    dists = record["correctness"]["distributions"]
+    assert record["correctness"]["failed_distributions"] == ["D4"]
+    assert [dists[d]["status"] for d in ("D1", "D2", "D3")] == ["passed"] * 3
+    assert dists["D1"]["trials"] == 3
+
+
+def test_wrong_kernels_name_their_failure(records: dict[str, dict]) -> None:
+    assert "shape" in records["wrong_shape.py"]["correctness"]["distributions"]["D1"]["reason"]
+    assert "dtype" in records["wrong_dtype.py"]["correctness"]["distributions"]["D1"]["reason"]
+    assert "not exactly a torch.Tensor" in records["tensor_subclass.py"]["correctness"]["distributions"]["D1"]["reason"]
+    assert "non-finite" in records["nan_output.py"]["correctness"]["distributions"]["D1"]["reason"]
+
+
+def test_correct_record_is_complete(records: dict[str, dict]) -> None:
+    record = records["correct_torch.py"]
+    assert record["stage"] == "done" and record["flags"] == []
+    for key in ("candidate_standard", "candidate_verified", "reference_standard", "reference_verified"):
+        stats = record["timing_ms"][key]
+        assert stats["median"] > 0 and stats["n"] >= 10 and stats["p25"] <= stats["median"] <= stats["p75"]
+    for baseline in ("standard", "verified"):
+        s = record["speedup"][baseline]
+        assert s["ci_low"] <= s["value"] <= s["ci_high"]
+    seeds = record["seeds"]["correctness"]
+    assert all(len(seeds[d]) == 3 for d in ("D1", "D2", "D3", "D4"))
+    assert len({s for d in seeds.values() for s in d}) == 12  # fresh seed per trial
+    assert record["memory_bytes"]["candidate_peak"] is not None
+    flags = record["env"]["baseline_flags"]["candidate"]
+    assert flags["standard"]["float32_matmul_precision"] == "highest"
+    assert flags["verified"]["float32_matmul_precision"] == "high"
+
+
+def test_seeds_differ_between_runs(records: dict[str, dict]) -> None:
+    a = records["correct_torch.py"]["seeds"]["correctness"]["D1"]
+    b = records["zeros.py"]["seeds"]["correctness"]["D1"]
+    assert not set(a) & set(b)
