@@ -109,7 +109,7 @@ def stage_examples(out: Path, workers: int) -> None:
         path = ROOT / "tests" / "candidates" / name
         if path.exists():
             pairs.append(Pair(relu, Candidate.from_path(path, sample=100 + i)))
-    _run("examples", pairs, EvalOptions(device="cuda", timeout=60), out, workers)
+    _run("examples", pairs, EvalOptions(device="cuda", timeout=30), out, workers)
 
 
 def stage_suite(out: Path, workers: int) -> None:

@@ -1,9 +1,11 @@
 """WRONG on purpose (instructive bad candidate) for level1/16_Sigmoid: a cubic fitted on [0, 1) only.
 
-The cubic is the least-squares fit of sigmoid on [0, 1]: max error ~6e-5 there, so D1 (torch.rand) and D3 (x0.01)
-pass. Outside the fitted range it drifts: on D2 (x3.0, inputs in [0, 3)) the error reaches ~0.16, and on D4
-(x -1.0, inputs in (-1, 0]) ~8.5e-3 (caught only by tolerances tighter than ~1e-2). Expected verdict: incorrect
-(caught by D2). The lesson: a candidate tuned to the test distribution, not to the function.
+The cubic is the least-squares fit of sigmoid on [0, 1]: max error ~6e-5 there, so D1 (torch.rand) passes -- and
+KernelBench's single allclose(atol=rtol=1e-2) check on D1 would call it correct. Outside the fitted range it drifts:
+D2 (x3.0, inputs in [0, 3)) errs by up to ~0.16 and D4 (x -1.0) by ~8.5e-3, both beyond kbv's tolerance. D3 (x0.01)
+fails too, on the centred check: sigmoid barely varies around 0.5 there (by ~0.0025), and the cubic's ~5e-5 error is
+~7% of that variation. Expected verdict: incorrect (fails D2, D3, D4; passes D1).
+The lesson: a candidate tuned to the test distribution, not to the function.
 """
 import torch
 import torch.nn as nn
