@@ -241,10 +241,6 @@ def test_load_problem_does_not_execute_the_file(tmp_path):
     assert not marker.exists()
 
 
-@pytest.mark.xfail(strict=True, raises=(AttributeError, TypeError), reason=(
-    "BUG kbv.problems.load_problem: KBV_* literals of the wrong type are not validated; KBV_SKIP = ['D2'] raises "
-    "AttributeError ('list' has no .items), KBV_PROFILES = [1, 2] / {[1]: 2} and KBV_UNSCALED_INPUTS = 5 raise "
-    "TypeError, instead of ProblemFormatError (discover() then aborts with a raw traceback)"))
 @pytest.mark.parametrize("extra", ['KBV_SKIP = ["D2"]', "KBV_PROFILES = [1, 2]", "KBV_PROFILES = {[1]: 2}",
                                    "KBV_UNSCALED_INPUTS = 5"],
                          ids=["skip-list", "profiles-list", "profiles-unhashable", "unscaled-int"])
@@ -416,10 +412,6 @@ def test_reference_candidates_for_a_whole_level2_problem(builtin, tmp_path):
     assert pairs[0].candidate.path == path.resolve()
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "BUG kbv.candidates.write_reference_candidate: for a problem outside a level<L>/ folder (level None, e.g. "
-    "from discover() on a flat folder) it writes level_0_problem_<id>_sample_0_kernel.py, but pair_candidates "
-    "looks generation names up by (0, id) while the problem is keyed (None, id), so the file pairs with nothing"))
 def test_reference_candidate_of_a_flat_problem_pairs_back(tmp_path):
     write_problem(tmp_path / "suite", "4_Flat.py")
     problems = discover(tmp_path / "suite")

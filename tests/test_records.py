@@ -232,11 +232,6 @@ def test_recorded_keys_normalise_sample_to_int(tmp_path):
     assert recorded_keys(out) == {("p", "c", 2)}
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "BUG kbv.records.RecordWriter.append: after a run killed mid-write leaves a truncated last line (which the "
-    "module docstring allows for), the next append (a --resume run) is glued onto that fragment without a "
-    "newline, so the new, complete record becomes part of an invalid line and read_records/recorded_keys lose it "
-    "(fix: start with a newline when the file does not end with one)"))
 def test_append_after_a_truncated_last_line_is_readable(tmp_path):
     out = tmp_path / "r.jsonl"
     out.write_text(make_record(sample=0).to_json() + "\n" + make_record(sample=1).to_json()[:40])

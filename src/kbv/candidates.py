@@ -43,7 +43,7 @@ def pair_candidates(problems: list[Problem], candidate_dirs: list[Path]) -> tupl
     ``level<L>/`` folder when the level matters) pairs with it as sample 0. Returns the pairs and the files that
     matched no problem.
     """
-    by_level_id = {(p.level, p.problem_id): p for p in problems}
+    by_level_id = {(p.level or 0, p.problem_id): p for p in problems}
     by_name: dict[str, list[Problem]] = {}
     for p in problems:
         by_name.setdefault(p.path.name, []).append(p)

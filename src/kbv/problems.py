@@ -45,12 +45,13 @@ class Problem:
 
 
 def _literal(tree: ast.Module, name: str, default: Any) -> Any:
-    for node in tree.body:
+    """The value of a module-level literal assignment (the last one, as Python would see it)."""
+    for node in reversed(tree.body):
         targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
         if any(isinstance(t, ast.Name) and t.id == name for t in targets) and node.value is not None:
             try:
                 return ast.literal_eval(node.value)
-            except ValueError:
+            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
                 raise ProblemFormatError(f"{name} must be a literal") from None
     return default
 
@@ -71,6 +72,16 @@ def load_problem(path: str | Path) -> Problem:
         raise ProblemFormatError(f"{path.name}: missing {', '.join(sorted(missing))}")
     level_match = _LEVEL_DIR.match(path.parent.name)
     skip = _literal(tree, "KBV_SKIP", {})
+    profiles = _literal(tree, "KBV_PROFILES", {})
+    unscaled = _literal(tree, "KBV_UNSCALED_INPUTS", ())
+    if not isinstance(skip, dict) or not all(isinstance(v, str) for v in skip.values()):
+        raise ProblemFormatError(f"{path.name}: KBV_SKIP must map distribution names to reasons")
+    if not isinstance(profiles, dict) or not all(isinstance(k, str) and isinstance(v, dict)
+                                                  and all(isinstance(n, str) for n in v)
+                                                  for k, v in profiles.items()):
+        raise ProblemFormatError(f"{path.name}: KBV_PROFILES must map profile names to {{constant: value}} dicts")
+    if not isinstance(unscaled, (list, tuple)) or not all(type(i) is int for i in unscaled):
+        raise ProblemFormatError(f"{path.name}: KBV_UNSCALED_INPUTS must be a list of input positions")
     unknown = set(skip) - set(DISTRIBUTION_NAMES)
     if unknown or "D1" in skip:
         raise ProblemFormatError(f"{path.name}: KBV_SKIP may name only D2-D4, got {sorted(skip)}")
@@ -83,9 +94,9 @@ def load_problem(path: str | Path) -> Problem:
         name=match.group(2),
         level=int(level_match.group(1)) if level_match else None,
         source_sha256=hashlib.sha256(source).hexdigest(),
-        profiles=dict(_literal(tree, "KBV_PROFILES", {})),
-        skip={str(k): str(v) for k, v in skip.items()},
-        unscaled_inputs=tuple(int(i) for i in _literal(tree, "KBV_UNSCALED_INPUTS", ())),
+        profiles=dict(profiles),
+        skip=dict(skip),
+        unscaled_inputs=tuple(unscaled),
         mode=mode,
     )
 

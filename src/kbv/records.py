@@ -1,12 +1,13 @@
 """The versioned result record (``kbv.result/1``), one JSON line per (problem, candidate sample).
 
 Records are plain data: reports read them and never re-run anything. The parent is the only writer; each record is
-appended with a single ``write`` on a file opened with ``O_APPEND``, so a killed run loses nothing already written
-and a reader never sees half a record except possibly a truncated last line, which it skips.
+appended with a single ``write`` on a file opened with ``O_APPEND`` under an exclusive ``flock``, so a killed run
+loses nothing already written; a reader skips a truncated last line, and the next append starts on a new line.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import math
 import os
@@ -69,8 +70,12 @@ class RecordWriter:
     def append(self, record: Record) -> None:
         line = (record.to_json() + "\n").encode()
         with self._lock:
-            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
             try:
+                fcntl.flock(fd, fcntl.LOCK_EX)  # writers in other objects or processes wait their turn
+                size = os.fstat(fd).st_size
+                if size and os.pread(fd, 1, size - 1) != b"\n":
+                    line = b"\n" + line  # a killed writer left a partial line: never glue a record onto it
                 os.write(fd, line)
                 os.fsync(fd)
             finally:

@@ -22,6 +22,8 @@ MAX_TENSOR_BYTES = 64 * 2**30
 _Tensor = torch.Tensor
 _detach, _to, _contiguous, _reshape, _view = _Tensor.detach, _Tensor.to, _Tensor.contiguous, _Tensor.reshape, _Tensor.view
 _numpy, _numel, _element_size = _Tensor.numpy, _Tensor.numel, _Tensor.element_size
+_resolve_conj, _resolve_neg = _Tensor.resolve_conj, _Tensor.resolve_neg
+MAX_DIM = 2**40
 _DTYPES: dict[str, torch.dtype] = {
     name: getattr(torch, name)
     for name in (
@@ -41,7 +43,7 @@ def split(obj: Any) -> tuple[bytes, list[torch.Tensor]]:
 
     def walk(x: Any) -> Any:
         if isinstance(x, _Tensor):
-            host = _contiguous(_to(_detach(x), "cpu"))
+            host = _contiguous(_resolve_neg(_resolve_conj(_to(_detach(x), "cpu"))))
             tensors.append(host)
             specs.append({"dtype": str(host.dtype).removeprefix("torch."), "shape": list(host.shape),
                           "nbytes": _numel(host) * _element_size(host)})
@@ -86,12 +88,18 @@ def _parse_header(data: bytes) -> tuple[Any, list[tuple[torch.dtype, list[int], 
     for spec in specs:
         try:
             dtype = _DTYPES[spec["dtype"]]
-            shape = [int(s) for s in spec["shape"]]
-            nbytes = int(spec["nbytes"])
-        except (KeyError, TypeError, ValueError) as exc:
+            if not isinstance(spec["shape"], list) or not all(type(s) is int for s in spec["shape"]):
+                raise TypeError("shape must be a list of integers")
+            shape = list(spec["shape"])
+            nbytes = spec["nbytes"]
+            if type(nbytes) is not int:
+                raise TypeError("nbytes must be an integer")
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:
             raise WireError(f"bad tensor spec {spec!r}: {exc}") from None
         if any(s < 0 for s in shape):
             raise WireError(f"negative dimension in {shape}")
+        if any(s > MAX_DIM for s in shape) or len(shape) > 64:
+            raise WireError(f"dimension out of range in {shape}")
         numel = 1
         for s in shape:
             numel *= s
@@ -123,7 +131,7 @@ def recv(conn: Connection) -> Any:
         if isinstance(x, dict):
             if set(x) == {"__tensor__"}:
                 index = x["__tensor__"]
-                if not isinstance(index, int) or not 0 <= index < len(tensors):
+                if type(index) is not int or not 0 <= index < len(tensors):
                     raise WireError(f"bad tensor reference {index!r}")
                 return tensors[index]
             return {k: walk(v) for k, v in x.items()}
