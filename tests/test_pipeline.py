@@ -11,6 +11,7 @@ from kbv.pipeline import EvalOptions, evaluate
 from kbv.problems import discover, load_problem
 from kbv.records import read_records
 from kbv.runner import run_pairs
+from kbv.stats import geometric_mean
 
 CPU = dict(device="cpu", timeout=60.0)
 
@@ -71,13 +72,18 @@ def test_reference_timing_cache_is_reused_with_a_remeasure(tmp_path) -> None:
     first = evaluate(problem_path("level1/5_ReLU"), CANDIDATES / "correct_torch.py", options)
     second = evaluate(problem_path("level1/5_ReLU"), CANDIDATES / "correct_torch.py", options)
     assert "reference_timing_cached" not in first.flags
+    assert "reference_timing_cached" in second.flags
     cached = second.timing_ms["reference_verified"]
-    if "reference_timing_drift" in second.flags:  # a loaded machine may move the median by more than the limit
-        assert cached["cached"] is False
-    else:
-        assert "reference_timing_cached" in second.flags
-        assert cached["cached"] is True and cached["median"] == first.timing_ms["reference_verified"]["median"]
-        assert cached["remeasure_median"] > 0 and cached["drift"] is not None
+    assert cached["cached"] is True and cached["median"] == first.timing_ms["reference_verified"]["median"]
+    assert cached["remeasure_median"] > 0 and cached["drift"] is not None
+
+
+def test_reference_and_candidate_are_timed_in_alternating_rounds() -> None:
+    record = evaluate(problem_path("level1/5_ReLU"), CANDIDATES / "correct_torch.py", EvalOptions(**CPU))
+    timing = record.timing_ms
+    assert timing["candidate_verified"]["rounds"] == 4
+    assert timing["candidate_verified"]["n"] >= 10 and timing["reference_verified"]["n"] >= 10
+    assert timing["reference_verified"]["cached"] is False
 
 
 def test_failing_reference_is_not_blamed_on_the_candidate(tmp_path) -> None:
@@ -105,9 +111,10 @@ def test_reference_as_candidate_is_correct_on_the_whole_builtin_suite(tmp_path) 
              for r in records if r["verdict"] != "correct" or r["standard_verdict"] != "correct"}
     assert not wrong
     assert all(r["flags"] in ([], ["skipped_distribution"]) for r in records)
-    for r in records:  # same code both sides: a speedup far from 1 would mean a biased timer
-        for baseline in ("standard", "verified"):
-            assert 0.5 < r["speedup"][baseline]["value"] < 2.0, (r["problem"], r["speedup"])
+    for baseline in ("standard", "verified"):  # same code both sides: far from 1 would mean a biased timer
+        values = [r["speedup"][baseline]["value"] for r in records]
+        assert 0.85 < geometric_mean(values) < 1.15, values
+        assert all(0.4 < v < 2.5 for v in values), values  # single tiny CPU problems are noisy
 
 
 @pytest.mark.parametrize("resume", [True])

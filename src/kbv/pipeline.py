@@ -22,8 +22,8 @@ from kbv import envinfo, judge, stats
 from kbv.candidates import Candidate
 from kbv.problems import Problem
 from kbv.protocol import (
-    BASELINES, DISTRIBUTIONS, MEMORY_SLACK_BYTES, PROTOCOLS, REFERENCE_DRIFT_LIMIT, REFERENCE_REMEASURE_TRIALS, TOLERANCES,
-    worst_verdict,
+    BASELINES, DISTRIBUTIONS, MEMORY_SLACK_BYTES, PROTOCOLS, REFERENCE_REMEASURE_TRIALS, TIMING_ROUNDS,
+    TOLERANCES, worst_verdict,
 )
 from kbv.records import Record
 from kbv.refcache import ReferenceTimingCache, cache_key
@@ -47,7 +47,7 @@ class EvalOptions:
     trials: int = 3
     profile: str | None = "auto"
     cache_dir: Path = field(default_factory=default_cache_dir)
-    reuse_reference_timing: bool | None = None  # default: on CUDA only (a CPU reference is cheap to re-time)
+    reuse_reference_timing: bool = False  # opt in: reuse cached reference times (short re-measure, not interleaved)
     threads: int | None = None  # torch threads in workers; default 1 on the CPU (timings immune to other load)
     build_jobs: int | None = None
     keep_scratch: bool = False
@@ -118,6 +118,10 @@ def _reference_env(device: str, gpu: int | None, work: Path) -> dict[str, str]:
 def _failure_dict(stage: str, failure: WorkerFailure) -> dict[str, Any]:
     return {"stage": stage, "kind": failure.kind, "message": failure.message, "log_tail": failure.log_tail[-2000:],
             "traceback": (failure.detail.get("traceback") or "")[-3000:]}
+
+
+def _as_float(x: Any) -> float:
+    return float(x) if isinstance(x, (int, float)) else float("inf")
 
 
 class _ReferenceFailed(Exception):
@@ -271,20 +275,24 @@ class PairEvaluation:
                                 seed = secrets.randbits(63)
                                 seeds[dist.name].append(seed)
                                 msg = {"cmd": "forward", "seed": seed, "distribution": dist.name}
-                                ref_out = ref_call(reference, msg)
+                                ref_call(reference, msg)
                                 cand_out = cand_call(candidate, msg)
-                                cmp = judge.compare_outputs(cand_out, ref_out, options.precision)
+                                # The trusted reference worker compares on its device, against outputs that
+                                # never left it; the candidate's outputs reach it as data relayed from here.
+                                judged = ref_call(reference, {"cmd": "judge", "candidate": cand_out,
+                                                              "precision": options.precision})
+                                cmp = judged["comparison"]
                                 result["trials"] += 1
-                                result["max_abs_error"] = max(result["max_abs_error"], cmp.max_abs_error)
-                                result["max_rel_error"] = max(result["max_rel_error"], cmp.max_rel_error)
-                                result["error_ratio"] = max(result["error_ratio"], cmp.error_ratio)
-                                if cmp.centred_error is not None:
-                                    result["centred_error"] = max(result["centred_error"] or 0.0, cmp.centred_error)
+                                for key in ("max_abs_error", "max_rel_error", "error_ratio"):
+                                    result[key] = max(result[key], _as_float(cmp[key]))
+                                if cmp["centred_error"] is not None:
+                                    result["centred_error"] = max(result["centred_error"] or 0.0,
+                                                                  cmp["centred_error"])
                                 if dist.name == "D1":
-                                    std_results.append(judge.standard_check(cand_out, ref_out))
-                                if not cmp.passed:
+                                    std_results.append(bool(judged["standard"]))
+                                if not cmp["passed"]:
                                     result["status"] = "failed"
-                                    result["reason"] = cmp.reason
+                                    result["reason"] = cmp["reason"]
                                     break
                         self._compare_buffers(ref_call(reference, {"cmd": "buffers"}),
                                               cand_call(candidate, {"cmd": "buffers"}))
@@ -336,94 +344,117 @@ class PairEvaluation:
             and self.record.verdict in ("incorrect", "rejected")
 
     def _performance(self) -> None:
+        """Time reference and candidate in alternating rounds (ABBA order), each in its own fresh worker, so both
+        see the same clocks, temperature and neighbours; samples of all rounds are pooled per baseline."""
         rec = self.record
         options = self.options
         baselines = list(PROTOCOLS[options.protocol])
         seed = secrets.randbits(63)
         rec.seeds["timing"] = seed
         clocks_start = envinfo.gpu_clocks(self.gpu) if self.device == "cuda" else {}
-        ref_timing = self._reference_timing(baselines, seed)
+        cached = self._cached_reference(baselines)
+        deadline = time.monotonic() + options.timeout
+        samples: dict[str, dict[str, list[float]]] = {"reference": {b: [] for b in baselines},
+                                                      "candidate": {b: [] for b in baselines}}
+        warmups: dict[str, dict[str, int]] = {"reference": {}, "candidate": {}}
+        flags: dict[str, Any] = {}
+        memory_peaks: dict[str, Any] = {}
         try:
-            deadline = time.monotonic() + options.timeout
-            with Worker(self._spec("candidate", "performance"), deadline) as worker:
-                worker.call({"cmd": "setup", "init_seed": self.init_seed, "state": self.ref_state}, deadline)
-                cand = worker.call({"cmd": "time", "seed": seed, "baselines": baselines}, deadline)
+            reference = Worker(self._spec("reference", "performance"), deadline)
         except WorkerFailure as failure:
-            rec.verdict = worst_verdict(rec.verdict, "timeout" if failure.kind == "timeout" else "runtime_error")
-            rec.error = _failure_dict("performance", failure)
-            return
+            raise _ReferenceFailed(failure, "performance") from None
+        with reference:
+            try:
+                reference.call({"cmd": "setup", "init_seed": self.init_seed}, deadline)
+            except WorkerFailure as failure:
+                raise _ReferenceFailed(failure, "performance") from None
+            try:
+                candidate = Worker(self._spec("candidate", "performance"), deadline)
+                with candidate:
+                    candidate.call({"cmd": "setup", "init_seed": self.init_seed, "state": self.ref_state}, deadline)
+                    workers = {"reference": reference, "candidate": candidate}
+                    for round_index in range(TIMING_ROUNDS):
+                        order = ("reference", "candidate") if round_index % 2 == 0 else ("candidate", "reference")
+                        for role in order:
+                            msg: dict[str, Any] = {"cmd": "time", "seed": seed, "baselines": baselines,
+                                                   "share": 1.0 / TIMING_ROUNDS}
+                            if role == "reference" and cached:
+                                if round_index:
+                                    continue  # cached: one short re-measure only
+                                msg |= {"share": 1.0, "max_trials": REFERENCE_REMEASURE_TRIALS}
+                            reply = self._timed(workers[role], role, msg, deadline)
+                            flags[role] = reply["flags"]
+                            for b in baselines:
+                                samples[role][b].extend(reply["timing"][b]["times_ms"])
+                                warmups[role].setdefault(b, reply["timing"][b]["warmup"])
+                                rec.timing_ms["flush_bytes"] = reply["timing"][b]["flush_bytes"]
+                    for role in ("reference", "candidate"):
+                        memory_peaks[role] = self._timed(workers[role], role, {"cmd": "memory", "seed": seed},
+                                                         deadline)["memory"]
+            except WorkerFailure as failure:
+                rec.verdict = worst_verdict(rec.verdict, "timeout" if failure.kind == "timeout" else "runtime_error")
+                rec.error = _failure_dict("performance", failure)
+                return
         clocks_end = envinfo.gpu_clocks(self.gpu) if self.device == "cuda" else {}
-        timing: dict[str, Any] = {}
         speedups: dict[str, Any] = {}
         for baseline in ("standard", "verified"):
             if baseline not in baselines:
-                timing[f"candidate_{baseline}"] = timing[f"reference_{baseline}"] = None
+                rec.timing_ms[f"candidate_{baseline}"] = rec.timing_ms[f"reference_{baseline}"] = None
                 speedups[baseline] = None
                 continue
-            cand_times = cand["timing"][baseline]["times_ms"]
-            ref_entry = ref_timing[baseline]
-            timing[f"candidate_{baseline}"] = stats.summarize(cand_times) | {"warmup": cand["timing"][baseline]["warmup"]}
-            timing[f"reference_{baseline}"] = ref_entry["summary"]
-            speedups[baseline] = stats.speedup(ref_entry["times_ms"], cand_times, seed=seed % 2**32)
-        timing["flush_bytes"] = cand["timing"][baselines[0]]["flush_bytes"]
-        timing["gpu_clocks"] = {"start": clocks_start, "end": clocks_end} if self.device == "cuda" else None
-        rec.timing_ms = timing
+            cand_times = samples["candidate"][baseline]
+            ref_times = samples["reference"][baseline]
+            rec.timing_ms[f"candidate_{baseline}"] = stats.summarize(cand_times) | {
+                "warmup": warmups["candidate"][baseline], "rounds": TIMING_ROUNDS}
+            ref_summary = stats.summarize(ref_times) | {"warmup": warmups["reference"][baseline], "cached": False}
+            if cached:
+                ref_summary = dict(cached[baseline]["summary"]) | {
+                    "cached": True, "remeasure_median": stats.summarize(ref_times)["median"]}
+                ref_summary["drift"] = ref_summary["remeasure_median"] / ref_summary["median"] - 1.0
+                ref_times = cached[baseline]["times_ms"]
+                rec.flags.append("reference_timing_cached")
+            elif self._reuse_reference_timing():
+                self._cache().put(self._cache_key(baseline), {"times_ms": ref_times, "summary": ref_summary})
+            rec.timing_ms[f"reference_{baseline}"] = ref_summary
+            speedups[baseline] = stats.speedup(ref_times, cand_times, seed=seed % 2**32)
+        rec.timing_ms["gpu_clocks"] = {"start": clocks_start, "end": clocks_end} if self.device == "cuda" else None
         rec.speedup = speedups
-        rec.env["baseline_flags"] = {"candidate": cand["flags"], "reference": ref_timing["flags"]}
-        cand_peak = cand["memory"].get("peak_bytes")
-        ref_peak = ref_timing["memory"].get("peak_bytes")
+        rec.env["baseline_flags"] = flags
+        cand_peak = memory_peaks["candidate"].get("peak_bytes")
+        ref_peak = memory_peaks["reference"].get("peak_bytes")
         rec.memory_bytes = {"candidate_peak": cand_peak, "reference_peak": ref_peak,
-                            "method": cand["memory"].get("method")}
+                            "method": memory_peaks["candidate"].get("method")}
         if cand_peak is not None and ref_peak is not None and cand_peak > ref_peak + MEMORY_SLACK_BYTES[self.device]:
             rec.flags.append("memory_above_reference")
 
-    def _reference_timing(self, baselines: list[str], seed: int) -> dict[str, Any]:
-        """Reference times per baseline, from a fresh reference worker; cached values get a short re-measure."""
-        identity = envinfo.gpu_identity(self.gpu) if self.device == "cuda" else {}
-        device_name = identity.get("name", self.device)
-        cache = ReferenceTimingCache(self.options.cache_dir)
-        keys = {b: cache_key(self.problem.source_sha256, self.record.shapes, self.options.precision, b, self.device,
-                             device_name, identity.get("driver", "")) for b in baselines}
-        reuse = self.options.reuse_reference_timing
-        if reuse is None:
-            reuse = self.device == "cuda"
-        cached = {b: cache.get(k) for b, k in keys.items()} if reuse else {}
-        all_cached = bool(cached) and all(cached.get(b) for b in baselines)
-        deadline = time.monotonic() + self.options.timeout
-        drift: dict[str, float | None] = {}
+    @staticmethod
+    def _timed(worker: Worker, role: str, msg: dict[str, Any], deadline: float) -> dict[str, Any]:
         try:
-            with Worker(self._spec("reference", "performance"), deadline) as worker:
-                worker.call({"cmd": "setup", "init_seed": self.init_seed}, deadline)
-                msg: dict[str, Any] = {"cmd": "time", "seed": seed, "baselines": baselines}
-                if all_cached:
-                    reply = worker.call(msg | {"max_trials": REFERENCE_REMEASURE_TRIALS}, deadline)
-                    for b in baselines:
-                        cached_median = cached[b]["summary"]["median"]
-                        fresh_median = stats.summarize(reply["timing"][b]["times_ms"])["median"]
-                        drift[b] = fresh_median / cached_median - 1.0 if cached_median else None
-                    if any(d is None or abs(d) > REFERENCE_DRIFT_LIMIT for d in drift.values()):
-                        self.record.flags.append("reference_timing_drift")
-                        all_cached = False  # the cache no longer describes this machine: measure in full
-                if not all_cached:
-                    reply = worker.call(msg, deadline)
+            return worker.call(msg, deadline)
         except WorkerFailure as failure:
-            raise _ReferenceFailed(failure, "performance") from None
-        out: dict[str, Any] = {"flags": reply["flags"], "memory": reply["memory"]}
-        for b in baselines:
-            fresh = reply["timing"][b]["times_ms"]
-            if all_cached:
-                entry = cached[b]
-                summary = dict(entry["summary"])
-                summary["cached"] = True
-                summary["remeasure_median"] = stats.summarize(fresh)["median"]
-                summary["drift"] = drift[b]
-                out[b] = {"times_ms": entry["times_ms"], "summary": summary}
-                self.record.flags.append("reference_timing_cached")
-            else:
-                summary = stats.summarize(fresh) | {"warmup": reply["timing"][b]["warmup"], "cached": False}
-                out[b] = {"times_ms": fresh, "summary": summary}
-                cache.put(keys[b], {"times_ms": fresh, "summary": summary, "memory": reply["memory"]})
-        return out
+            if role == "reference":
+                raise _ReferenceFailed(failure, "performance") from None
+            raise
+
+    # -- the reference-timing cache (opt-in; off by default) ------------------------------------------------------
+
+    def _reuse_reference_timing(self) -> bool:
+        return bool(self.options.reuse_reference_timing)
+
+    def _cache(self) -> ReferenceTimingCache:
+        return ReferenceTimingCache(self.options.cache_dir)
+
+    def _cache_key(self, baseline: str) -> str:
+        identity = envinfo.gpu_identity(self.gpu) if self.device == "cuda" else {}
+        return cache_key(self.problem.source_sha256, self.record.shapes, self.options.precision, baseline,
+                         self.device, identity.get("name", self.device), identity.get("driver", ""))
+
+    def _cached_reference(self, baselines: list[str]) -> dict[str, Any]:
+        """Cached reference timings for every baseline, or {} (then the reference is timed live, interleaved)."""
+        if not self._reuse_reference_timing():
+            return {}
+        entries = {b: self._cache().get(self._cache_key(b)) for b in baselines}
+        return entries if all(entries.values()) else {}
 
     def _env(self) -> dict[str, Any]:
         env: dict[str, Any] = envinfo.software()

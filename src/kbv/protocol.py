@@ -121,7 +121,6 @@ FLAGS: Final = {
     "memory_above_reference": "the candidate's peak memory for one forward exceeds the reference's (beyond the "
     "measurement slack of kbv.protocol.MEMORY_SLACK_BYTES)",
     "reference_timing_cached": "the reference median comes from the timing cache; a short re-measure is recorded",
-    "reference_timing_drift": "a cached reference time drifted beyond the limit on re-measure; it was re-timed in full",
     "reference_error": "the reference itself failed (load, construction or forward); the candidate was not judged",
     "harness_error": "kbv itself failed on this pair (a bug to report); the verdict is runtime_error",
     "skipped_distribution": "the problem declared a distribution not applicable; it is recorded as skipped",
@@ -147,8 +146,8 @@ TIMING_RULES: Final = {
     "cpu": TimingRule(warmup_ms=20.0, min_warmup_calls=2, budget_ms=300.0, min_trials=10, max_trials=100,
                       flush_l2_factor=2.0),
 }
+TIMING_ROUNDS: Final = 4  # reference and candidate alternate in this many rounds (ABBA order), samples pooled
 REFERENCE_REMEASURE_TRIALS: Final = 10  # trials of the short re-measure when a cached reference time is reused
-REFERENCE_DRIFT_LIMIT: Final = 0.10  # a re-measure further than this from the cached median discards the cache
 BOOTSTRAP_RESAMPLES: Final = 2000
 CONFIDENCE: Final = 0.95
 

@@ -60,6 +60,8 @@ class Session:
         self.problem = loading.load_problem_module(spec["problem_path"], spec.get("profile"))
         self.candidate = None
         self.model: torch.nn.Module | None = None
+        self.kept: tuple[str, list[Any]] | None = None  # reference role: the last forward's outputs, on device
+        self.timing_inputs: list[Any] | None = None
 
     # -- commands -------------------------------------------------------------------------------------------------
 
@@ -90,37 +92,70 @@ class Session:
                                   tuple(self.spec.get("unscaled", ())))
 
     def cmd_forward(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Run one trial. A candidate sends its outputs back (host copies); the reference keeps its outputs on the
+        device for ``judge`` and sends only their description."""
         assert self.model is not None
         args = self._inputs(msg["seed"], msg["distribution"])
         with torch.no_grad():
             out = self.model(*args)
         self._sync()
         structure, items = _describe_output(out)
+        if self.spec["role"] == "reference":
+            self.kept = (structure, items)
+            return {"structure": structure, "n_outputs": len(items)}
         return {"structure": structure, "outputs": items}
+
+    def cmd_judge(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Reference role only: compare a candidate's outputs (data relayed by the parent) with the kept ones."""
+        if self.spec["role"] != "reference" or self.kept is None:
+            raise RuntimeError("judge: no reference outputs kept")
+        from dataclasses import asdict
+
+        from kbv import judge  # imported here: candidate workers never load the judge
+
+        candidate = msg["candidate"]
+        for item in candidate.get("outputs", []):
+            for key in ("tensor", "tensor_data"):
+                if isinstance(item.get(key), _Tensor):
+                    item[key] = item[key].to(self.device)
+        reference = {"structure": self.kept[0], "outputs": self.kept[1]}
+        comparison = judge.compare_outputs(candidate, reference, msg["precision"])
+        result = asdict(comparison)
+        result.pop("per_output", None)
+        return {"comparison": result, "standard": judge.standard_check(candidate, reference)}
 
     def cmd_buffers(self, msg: dict[str, Any]) -> dict[str, Any]:
         assert self.model is not None
         return {"buffers": {n: b.detach() for n, b in self.model.named_buffers() if b is not None}}
 
-    def cmd_time(self, msg: dict[str, Any]) -> dict[str, Any]:
+    def _timed_call(self, seed: int) -> Any:
         assert self.model is not None
-        model = self.model
-        args = self._inputs(msg["seed"], "D1")
-        rule = TIMING_RULES["cuda" if self.device.startswith("cuda") else "cpu"]
+        if self.timing_inputs is None:
+            self.timing_inputs = self._inputs(seed, "D1")
+        model, args = self.model, self.timing_inputs
 
         def call() -> Any:
             with torch.no_grad():
                 return model(*args)
 
+        return call
+
+    def cmd_time(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Time one forward under each baseline's flags, taking ``share`` of the timing budget."""
+        call = self._timed_call(msg["seed"])
+        rule = TIMING_RULES["cuda" if self.device.startswith("cuda") else "cpu"]
         timings: dict[str, Any] = {}
         flags: dict[str, Any] = {}
         for baseline in msg["baselines"]:
             if baseline not in BASELINES:
                 raise KeyError(baseline)
             flags[baseline] = backends.apply_baseline(baseline)
-            timings[baseline] = timer.time_calls(call, self.device, rule, msg.get("max_trials"))
-        peak = memory.peak_bytes(call, self.device)
-        return {"timing": timings, "flags": flags, "memory": peak}
+            timings[baseline] = timer.time_calls(call, self.device, rule, float(msg.get("share", 1.0)),
+                                                 msg.get("max_trials"))
+        return {"timing": timings, "flags": flags}
+
+    def cmd_memory(self, msg: dict[str, Any]) -> dict[str, Any]:
+        return {"memory": memory.peak_bytes(self._timed_call(msg["seed"]), self.device)}
 
     # -- helpers --------------------------------------------------------------------------------------------------
 
@@ -167,7 +202,8 @@ def main(conn: Connection, spec: dict[str, Any]) -> None:
         wire.send(conn, _error(exc))
         os._exit(1)
     handlers = {"import": session.cmd_import, "setup": session.cmd_setup, "forward": session.cmd_forward,
-                "buffers": session.cmd_buffers, "time": session.cmd_time}
+                "judge": session.cmd_judge, "buffers": session.cmd_buffers, "time": session.cmd_time,
+                "memory": session.cmd_memory}
     wire.send(conn, {"ok": True, "pid": os.getpid()})
     while True:
         try:

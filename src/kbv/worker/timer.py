@@ -39,59 +39,55 @@ def cache_bytes(device: str) -> int:
     return cpu_l2_bytes()
 
 
-def _trial_count(estimate_ms: float, rule: TimingRule) -> tuple[int, int]:
+def _trial_count(estimate_ms: float, rule: TimingRule, share: float) -> tuple[int, int]:
+    """Warm-up calls and timed trials for one timing call that takes ``share`` of the rule's budget."""
     estimate_ms = max(estimate_ms, 1e-4)
     warmup = max(rule.min_warmup_calls, math.ceil(rule.warmup_ms / estimate_ms))
-    trials = min(rule.max_trials, max(rule.min_trials, math.ceil(rule.budget_ms / estimate_ms)))
+    low, high = math.ceil(rule.min_trials * share), max(1, math.floor(rule.max_trials * share))
+    trials = min(high, max(low, math.ceil(rule.budget_ms * share / estimate_ms)))
     return warmup, trials
 
 
-def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, max_trials: int | None = None) -> dict[str, Any]:
-    """Time ``fn`` and return ``{"times_ms": [...], "warmup": n, "flush_bytes": b}``."""
+def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: float = 1.0,
+               max_trials: int | None = None) -> dict[str, Any]:
+    """Time ``fn``: three estimate calls, warm-up, then individually timed trials with a cache flush before each.
+
+    ``share`` is the fraction of the rule's budget and trial bounds this call takes (the parent interleaves several
+    calls of reference and candidate). Returns ``{"times_ms": [...], "warmup": n, "flush_bytes": b}``.
+    """
     flush_bytes = int(rule.flush_l2_factor * cache_bytes(device))
     flush = torch.empty(flush_bytes // 4, dtype=torch.int32, device=device)
     if device.startswith("cuda"):
-        times = _time_cuda(fn, flush, rule, max_trials)
+        sync = torch.cuda.synchronize
+
+        def one() -> float:
+            flush.zero_()
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            sync()  # device-wide: work on side streams finishes before the end event
+            end.record()
+            end.synchronize()
+            return float(start.elapsed_time(end))
     else:
-        times = _time_cpu(fn, flush, rule, max_trials)
-    return {"times_ms": times[1], "warmup": times[0], "flush_bytes": flush_bytes}
+        sync = _no_sync
 
-
-def _time_cuda(fn: Callable[[], Any], flush: torch.Tensor, rule: TimingRule, cap: int | None) -> tuple[int, list[float]]:
-    sync = torch.cuda.synchronize
-
-    def one() -> float:
-        flush.zero_()
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        sync()  # device-wide: side streams finish before the end event
-        end.record()
-        end.synchronize()
-        return float(start.elapsed_time(end))
+        def one() -> float:
+            flush.fill_(1)
+            t0 = _perf_counter_ns()
+            fn()
+            return (_perf_counter_ns() - t0) / 1e6
 
     estimate = sorted(one() for _ in range(3))[1]
-    warmup, trials = _trial_count(estimate, rule)
-    if cap is not None:
-        trials = min(trials, cap)
+    warmup, trials = _trial_count(estimate, rule, share)
+    if max_trials is not None:
+        trials = min(trials, max_trials)
     for _ in range(warmup):
         fn()
     sync()
-    return warmup, [one() for _ in range(trials)]
+    return {"times_ms": [one() for _ in range(trials)], "warmup": warmup, "flush_bytes": flush_bytes}
 
 
-def _time_cpu(fn: Callable[[], Any], flush: torch.Tensor, rule: TimingRule, cap: int | None) -> tuple[int, list[float]]:
-    def one() -> float:
-        flush.fill_(1)
-        t0 = _perf_counter_ns()
-        fn()
-        return (_perf_counter_ns() - t0) / 1e6
-
-    estimate = sorted(one() for _ in range(3))[1]
-    warmup, trials = _trial_count(estimate, rule)
-    if cap is not None:
-        trials = min(trials, cap)
-    for _ in range(warmup):
-        fn()
-    return warmup, [one() for _ in range(trials)]
+def _no_sync() -> None:
+    return None

@@ -13,7 +13,7 @@ class Model(nn.Module):
         return self.bn(x)
 
 
-batch_size = 16
+batch_size = 8
 features = 64
 height = 256
 width = 256

@@ -13,7 +13,7 @@ class Model(nn.Module):
         return torch.sum(x, dim=self.dim, keepdim=True)
 
 
-batch_size = 128
+batch_size = 64
 dim1 = 1024
 dim2 = 1024
 reduce_dim = 1

@@ -13,7 +13,7 @@ class Model(nn.Module):
         return F.cross_entropy(predictions, targets)
 
 
-batch_size = 32768
+batch_size = 16384
 num_classes = 4096
 
 

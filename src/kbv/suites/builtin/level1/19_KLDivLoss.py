@@ -13,7 +13,7 @@ class Model(nn.Module):
         return F.kl_div(torch.log(predictions), targets, reduction="batchmean")
 
 
-batch_size = 8192
+batch_size = 4096
 dim = 8192
 
 

@@ -12,8 +12,8 @@ class Model(nn.Module):
         return torch.matmul(A, B)
 
 
-M = 16384
-K = 12288
+M = 8192
+K = 8192
 
 
 def get_inputs():

@@ -13,7 +13,7 @@ class Model(nn.Module):
         return F.gelu(x)
 
 
-batch_size = 8192
+batch_size = 4096
 dim = 16384
 
 

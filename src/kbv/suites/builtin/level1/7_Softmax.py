@@ -12,7 +12,7 @@ class Model(nn.Module):
         return torch.softmax(x, dim=1)
 
 
-batch_size = 8192
+batch_size = 4096
 dim = 16384
 
 

@@ -13,7 +13,7 @@ class Model(nn.Module):
         return self.ln(x)
 
 
-batch_size = 16384
+batch_size = 8192
 features = 8192
 
 

@@ -14,7 +14,7 @@ class Model(nn.Module):
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
 
 
-batch_size = 16384
+batch_size = 8192
 dim = 8192
 
 
