@@ -141,7 +141,7 @@ class TimingRule:
 
 
 TIMING_RULES: Final = {
-    "cuda": TimingRule(warmup_ms=25.0, min_warmup_calls=3, budget_ms=1000.0, min_trials=100, max_trials=1000,
+    "cuda": TimingRule(warmup_ms=25.0, min_warmup_calls=3, budget_ms=600.0, min_trials=100, max_trials=1000,
                        flush_l2_factor=2.0),
     "cpu": TimingRule(warmup_ms=20.0, min_warmup_calls=2, budget_ms=300.0, min_trials=10, max_trials=100,
                       flush_l2_factor=2.0),
