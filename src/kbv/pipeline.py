@@ -365,7 +365,7 @@ class PairEvaluation:
             raise _ReferenceFailed(failure, "performance") from None
         with reference:
             try:
-                reference.call({"cmd": "setup", "init_seed": self.init_seed}, deadline)
+                reference.call({"cmd": "setup", "init_seed": self.init_seed, "state": self.ref_state}, deadline)
             except WorkerFailure as failure:
                 raise _ReferenceFailed(failure, "performance") from None
             try:

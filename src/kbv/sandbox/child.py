@@ -78,6 +78,9 @@ class Session:
         if self.spec["role"] == "reference":
             self.model = loading.build_model(self.problem.Model, init_args, msg["init_seed"], self.device,
                                              self.precision, self.spec["mode"])
+            if "state" in msg:  # timing: load the same state the candidate loads, so both allocate alike
+                loading.load_matching_state(self.model, msg["state"])
+                return {}
             return {"state": loading.state_of(self.model), "shapes": loading.shapes_of(self.problem),
                     "device": self._device_info()}
         if self.candidate is None:
