@@ -84,6 +84,17 @@ def test_reference_and_candidate_are_timed_in_alternating_rounds() -> None:
     assert timing["candidate_verified"]["rounds"] == 4
     assert timing["candidate_verified"]["n"] >= 10 and timing["reference_verified"]["n"] >= 10
     assert timing["reference_verified"]["cached"] is False
+    assert record.speedup["verified"]["pairs"] == 1
+
+
+def test_several_process_pairs_pool_into_one_speedup() -> None:
+    record = evaluate(problem_path("level1/5_ReLU"), CANDIDATES / "correct_torch.py",
+                      EvalOptions(timing_pairs=3, **CPU))
+    assert record.speedup["standard"]["pairs"] == 3
+    assert len(record.timing_ms["candidate_standard"]["process_medians"]) == 3
+    assert len(record.timing_ms["reference_verified"]["process_medians"]) == 3
+    s = record.speedup["verified"]
+    assert s["ci_low"] <= s["value"] <= s["ci_high"]
 
 
 def test_failing_reference_is_not_blamed_on_the_candidate(tmp_path) -> None:

@@ -47,9 +47,9 @@ class BarProgress(Progress):
 
 
 def _options(device: str, protocol_: str, precision: str, timeout: float, build_timeout: float, trials: int,
-             profile: str) -> EvalOptions:
+             profile: str, timing_pairs: int | None) -> EvalOptions:
     return EvalOptions(device=device, protocol=protocol_, precision=precision, timeout=timeout,
-                       build_timeout=build_timeout, trials=trials, profile=profile)
+                       build_timeout=build_timeout, trials=trials, profile=profile, timing_pairs=timing_pairs)
 
 
 def _eval_flags(f):  # shared flags of `eval` and `demo`
@@ -68,6 +68,8 @@ def _eval_flags(f):  # shared flags of `eval` and `demo`
                      help="Size profile: auto (small on CPU, default sizes on GPU), default, or a profile name."),
         click.option("--build-workers", type=int, default=None,
                      help="Parallel builds (default: the number of CPU cores)."),
+        click.option("--timing-pairs", type=int, default=None,
+                     help="Fresh (reference, candidate) process pairs for timing (default: 3 on CUDA, 1 on CPU)."),
     ]):
         f = option(f)
     return f
@@ -102,9 +104,9 @@ def main() -> None:
 @click.option("--resume", is_flag=True, help="Skip pairs already recorded in --out.")
 @_eval_flags
 def eval_cmd(problem, candidate, problems, candidates, out, resume, device, protocol_, precision, timeout,
-             build_timeout, trials, profile, build_workers) -> None:
+             build_timeout, trials, profile, build_workers, timing_pairs) -> None:
     """Evaluate one candidate (--problem/--candidate) or a folder of them (--problems/--candidates)."""
-    options = _options(device, protocol_, precision, timeout, build_timeout, trials, profile)
+    options = _options(device, protocol_, precision, timeout, build_timeout, trials, profile, timing_pairs)
     if problem and candidate:
         pairs = [Pair(load_problem(problem), Candidate.from_path(candidate))]
     elif problems and candidates:
@@ -121,9 +123,10 @@ def eval_cmd(problem, candidate, problems, candidates, out, resume, device, prot
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=Path("kbv-demo.jsonl"),
               show_default=True)
 @_eval_flags
-def demo(out, device, protocol_, precision, timeout, build_timeout, trials, profile, build_workers) -> None:
+def demo(out, device, protocol_, precision, timeout, build_timeout, trials, profile, build_workers,
+         timing_pairs) -> None:
     """Evaluate the bundled example candidates on the built-in suite and print the report."""
-    options = _options(device, protocol_, precision, timeout, build_timeout, trials, profile)
+    options = _options(device, protocol_, precision, timeout, build_timeout, trials, profile, timing_pairs)
     resolved = envinfo.resolve_device(device)
     examples = Path(str(resources.files("kbv") / "examples"))
     folders = [examples / "common", examples / resolved]

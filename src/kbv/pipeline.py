@@ -23,7 +23,7 @@ from kbv.candidates import Candidate
 from kbv.problems import Problem
 from kbv.protocol import (
     BASELINES, DISTRIBUTIONS, MEMORY_SLACK_BYTES, PROTOCOLS, REFERENCE_REMEASURE_TRIALS, TIMING_ROUNDS,
-    TOLERANCES, worst_verdict,
+    TIMING_RULES, TOLERANCES, worst_verdict,
 )
 from kbv.records import Record
 from kbv.refcache import ReferenceTimingCache, cache_key
@@ -47,6 +47,7 @@ class EvalOptions:
     trials: int = 3
     profile: str | None = "auto"
     cache_dir: Path = field(default_factory=default_cache_dir)
+    timing_pairs: int | None = None  # fresh process pairs for timing (default: kbv.protocol.TIMING_RULES)
     reuse_reference_timing: bool = False  # opt in: reuse cached reference times (short re-measure, not interleaved)
     threads: int | None = None  # torch threads in workers; default 1 on the CPU (timings immune to other load)
     build_jobs: int | None = None
@@ -118,6 +119,13 @@ def _reference_env(device: str, gpu: int | None, work: Path) -> dict[str, str]:
 def _failure_dict(stage: str, failure: WorkerFailure) -> dict[str, Any]:
     return {"stage": stage, "kind": failure.kind, "message": failure.message, "log_tail": failure.log_tail[-2000:],
             "traceback": (failure.detail.get("traceback") or "")[-3000:]}
+
+
+def _timing_summary(groups: list[list[float]]) -> dict[str, Any]:
+    """Statistics of all trials pooled, plus each process's median (their spread is the between-process part)."""
+    pooled = [t for g in groups for t in g]
+    return stats.summarize(pooled) | {"process_medians": [stats.summarize(g)["median"] for g in groups if g],
+                                      "rounds": TIMING_ROUNDS}
 
 
 def _as_float(x: Any) -> float:
@@ -344,57 +352,58 @@ class PairEvaluation:
             and self.record.verdict in ("incorrect", "rejected")
 
     def _performance(self) -> None:
-        """Time reference and candidate in alternating rounds (ABBA order), each in its own fresh worker, so both
-        see the same clocks, temperature and neighbours; samples of all rounds are pooled per baseline."""
+        """Time reference and candidate in several fresh process pairs; within a pair they alternate in rounds
+        (ABBA order) so both see the same clocks, temperature and neighbours. Processes running identical code
+        differ by up to ~20 % on a GPU (docs/results), so the speedup is the geometric mean over pairs and its
+        interval comes from the spread between pairs as well as within them."""
         rec = self.record
         options = self.options
         baselines = list(PROTOCOLS[options.protocol])
+        rule = TIMING_RULES[self.device]
+        n_pairs = options.timing_pairs or rule.process_pairs
         seed = secrets.randbits(63)
         rec.seeds["timing"] = seed
         clocks_start = envinfo.gpu_clocks(self.gpu) if self.device == "cuda" else {}
         cached = self._cached_reference(baselines)
         deadline = time.monotonic() + options.timeout
-        samples: dict[str, dict[str, list[float]]] = {"reference": {b: [] for b in baselines},
-                                                      "candidate": {b: [] for b in baselines}}
-        warmups: dict[str, dict[str, int]] = {"reference": {}, "candidate": {}}
+        roles = ("reference", "candidate")
+        # samples[role][baseline] holds one list of trial times per process pair
+        samples: dict[str, dict[str, list[list[float]]]] = {r: {b: [] for b in baselines} for r in roles}
+        warmups: dict[str, dict[str, int]] = {r: {} for r in roles}
         flags: dict[str, Any] = {}
         memory_peaks: dict[str, Any] = {}
+        share = 1.0 / (TIMING_ROUNDS * n_pairs)
         try:
-            reference = Worker(self._spec("reference", "performance"), deadline)
-        except WorkerFailure as failure:
-            raise _ReferenceFailed(failure, "performance") from None
-        with reference:
-            try:
-                reference.call({"cmd": "setup", "init_seed": self.init_seed, "state": self.ref_state}, deadline)
-            except WorkerFailure as failure:
-                raise _ReferenceFailed(failure, "performance") from None
-            try:
-                candidate = Worker(self._spec("candidate", "performance"), deadline)
-                with candidate:
-                    candidate.call({"cmd": "setup", "init_seed": self.init_seed, "state": self.ref_state}, deadline)
+            for pair_index in range(n_pairs):
+                with self._timing_worker("reference", deadline) as reference, \
+                        self._timing_worker("candidate", deadline) as candidate:
                     workers = {"reference": reference, "candidate": candidate}
+                    for role in roles:
+                        for b in baselines:
+                            samples[role][b].append([])
                     for round_index in range(TIMING_ROUNDS):
-                        order = ("reference", "candidate") if round_index % 2 == 0 else ("candidate", "reference")
+                        order = roles if round_index % 2 == 0 else roles[::-1]
                         for role in order:
                             msg: dict[str, Any] = {"cmd": "time", "seed": seed, "baselines": baselines,
-                                                   "share": 1.0 / TIMING_ROUNDS}
+                                                   "share": share}
                             if role == "reference" and cached:
-                                if round_index:
+                                if round_index or pair_index:
                                     continue  # cached: one short re-measure only
                                 msg |= {"share": 1.0, "max_trials": REFERENCE_REMEASURE_TRIALS}
                             reply = self._timed(workers[role], role, msg, deadline)
                             flags[role] = reply["flags"]
                             for b in baselines:
-                                samples[role][b].extend(reply["timing"][b]["times_ms"])
+                                samples[role][b][-1].extend(reply["timing"][b]["times_ms"])
                                 warmups[role].setdefault(b, reply["timing"][b]["warmup"])
                                 rec.timing_ms["flush_bytes"] = reply["timing"][b]["flush_bytes"]
-                    for role in ("reference", "candidate"):
-                        memory_peaks[role] = self._timed(workers[role], role, {"cmd": "memory", "seed": seed},
-                                                         deadline)["memory"]
-            except WorkerFailure as failure:
-                rec.verdict = worst_verdict(rec.verdict, "timeout" if failure.kind == "timeout" else "runtime_error")
-                rec.error = _failure_dict("performance", failure)
-                return
+                    if pair_index == 0:
+                        for role in roles:
+                            memory_peaks[role] = self._timed(workers[role], role,
+                                                             {"cmd": "memory", "seed": seed}, deadline)["memory"]
+        except WorkerFailure as failure:
+            rec.verdict = worst_verdict(rec.verdict, "timeout" if failure.kind == "timeout" else "runtime_error")
+            rec.error = _failure_dict("performance", failure)
+            return
         clocks_end = envinfo.gpu_clocks(self.gpu) if self.device == "cuda" else {}
         speedups: dict[str, Any] = {}
         for baseline in ("standard", "verified"):
@@ -402,21 +411,22 @@ class PairEvaluation:
                 rec.timing_ms[f"candidate_{baseline}"] = rec.timing_ms[f"reference_{baseline}"] = None
                 speedups[baseline] = None
                 continue
-            cand_times = samples["candidate"][baseline]
-            ref_times = samples["reference"][baseline]
-            rec.timing_ms[f"candidate_{baseline}"] = stats.summarize(cand_times) | {
-                "warmup": warmups["candidate"][baseline], "rounds": TIMING_ROUNDS}
-            ref_summary = stats.summarize(ref_times) | {"warmup": warmups["reference"][baseline], "cached": False}
+            cand_groups = samples["candidate"][baseline]
+            ref_groups = [g for g in samples["reference"][baseline] if g]
+            rec.timing_ms[f"candidate_{baseline}"] = _timing_summary(cand_groups) | {
+                "warmup": warmups["candidate"][baseline]}
+            ref_summary = _timing_summary(ref_groups) | {"warmup": warmups["reference"][baseline], "cached": False}
             if cached:
-                ref_summary = dict(cached[baseline]["summary"]) | {
-                    "cached": True, "remeasure_median": stats.summarize(ref_times)["median"]}
-                ref_summary["drift"] = ref_summary["remeasure_median"] / ref_summary["median"] - 1.0
-                ref_times = cached[baseline]["times_ms"]
+                remeasured = ref_summary["median"]
+                ref_summary = dict(cached[baseline]["summary"]) | {"cached": True, "remeasure_median": remeasured}
+                ref_summary["drift"] = remeasured / ref_summary["median"] - 1.0
+                ref_groups = [cached[baseline]["times_ms"]] * len(cand_groups)
                 rec.flags.append("reference_timing_cached")
             elif self._reuse_reference_timing():
-                self._cache().put(self._cache_key(baseline), {"times_ms": ref_times, "summary": ref_summary})
+                pooled = [t for g in ref_groups for t in g]
+                self._cache().put(self._cache_key(baseline), {"times_ms": pooled, "summary": ref_summary})
             rec.timing_ms[f"reference_{baseline}"] = ref_summary
-            speedups[baseline] = stats.speedup(ref_times, cand_times, seed=seed % 2**32)
+            speedups[baseline] = stats.speedup_over_pairs(ref_groups, cand_groups, seed=seed % 2**32)
         rec.timing_ms["gpu_clocks"] = {"start": clocks_start, "end": clocks_end} if self.device == "cuda" else None
         rec.speedup = speedups
         rec.env["baseline_flags"] = flags
@@ -426,6 +436,18 @@ class PairEvaluation:
                             "method": memory_peaks["candidate"].get("method")}
         if cand_peak is not None and ref_peak is not None and cand_peak > ref_peak + MEMORY_SLACK_BYTES[self.device]:
             rec.flags.append("memory_above_reference")
+
+    def _timing_worker(self, role: str, deadline: float) -> Worker:
+        """A fresh worker for timing, with the reference's initial state loaded (the reference loads it too, so
+        both processes allocate alike)."""
+        try:
+            worker = Worker(self._spec(role, "performance"), deadline)
+            worker.call({"cmd": "setup", "init_seed": self.init_seed, "state": self.ref_state}, deadline)
+            return worker
+        except WorkerFailure as failure:
+            if role == "reference":
+                raise _ReferenceFailed(failure, "performance") from None
+            raise
 
     @staticmethod
     def _timed(worker: Worker, role: str, msg: dict[str, Any], deadline: float) -> dict[str, Any]:

@@ -138,15 +138,16 @@ class TimingRule:
     min_trials: int
     max_trials: int
     flush_l2_factor: float  # flush buffer = factor x L2 size, written between trials
+    process_pairs: int  # fresh (reference, candidate) worker pairs per measurement; the budget is split among them
 
 
 TIMING_RULES: Final = {
     "cuda": TimingRule(warmup_ms=25.0, min_warmup_calls=3, budget_ms=600.0, min_trials=100, max_trials=1000,
-                       flush_l2_factor=2.0),
+                       flush_l2_factor=2.0, process_pairs=3),
     "cpu": TimingRule(warmup_ms=20.0, min_warmup_calls=2, budget_ms=300.0, min_trials=10, max_trials=100,
-                      flush_l2_factor=2.0),
+                      flush_l2_factor=2.0, process_pairs=1),
 }
-TIMING_ROUNDS: Final = 4  # reference and candidate alternate in this many rounds (ABBA order), samples pooled
+TIMING_ROUNDS: Final = 4  # within a process pair, reference and candidate alternate in this many rounds (ABBA)
 REFERENCE_REMEASURE_TRIALS: Final = 10  # trials of the short re-measure when a cached reference time is reused
 BOOTSTRAP_RESAMPLES: Final = 2000
 CONFIDENCE: Final = 0.95
