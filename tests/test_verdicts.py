@@ -33,6 +33,7 @@ EXPECTED = {
     "tensor_subclass.py": ("incorrect", "correct", None),
     "nan_output.py": ("incorrect", "incorrect", None),
     "zeros.py": ("incorrect", "incorrect", None),
+    "inplace_relu.py": ("rejected", "correct", None),
 }
 IDENTITY_RELU = EXAMPLES / "common" / "level_1_problem_5_sample_1_kernel.py"
 
@@ -113,3 +114,13 @@ def test_seeds_differ_between_runs(records: dict[str, dict]) -> None:
     a = records["correct_torch.py"]["seeds"]["correctness"]["D1"]
     b = records["zeros.py"]["seeds"]["correctness"]["D1"]
     assert not set(a) & set(b)
+
+
+def test_in_place_kernel_is_rejected_for_the_rule_it_breaks(records: dict[str, dict]) -> None:
+    record = records["inplace_relu.py"]
+    assert {"input_mutated", "output_aliases_input"} <= set(record["flags"])
+    use = record["correctness"]["input_use"]
+    assert "D4" in use["mutated_inputs"] and "D1" not in use["mutated_inputs"]  # relu_ changes only negatives
+    assert use["aliased_outputs"]["D1"] == [[0, 0]]
+    assert record["correctness"]["failed_distributions"] == []
+    assert "input_mutated" not in records["correct_torch.py"]["flags"]

@@ -23,7 +23,7 @@ from kbv.candidates import Candidate
 from kbv.problems import Problem
 from kbv.protocol import (
     BASELINES, DISTRIBUTIONS, MEMORY_SLACK_BYTES, PROTOCOLS, REFERENCE_REMEASURE_TRIALS, TIMING_ROUNDS,
-    TIMING_RULES, TOLERANCES, worst_verdict,
+    REJECTING_FLAGS, TIMING_RULES, TOLERANCES, worst_verdict,
 )
 from kbv.records import Record
 from kbv.refcache import ReferenceTimingCache, cache_key
@@ -283,8 +283,9 @@ class PairEvaluation:
                                 seed = secrets.randbits(63)
                                 seeds[dist.name].append(seed)
                                 msg = {"cmd": "forward", "seed": seed, "distribution": dist.name}
-                                ref_call(reference, msg)
+                                ref_out = ref_call(reference, msg)
                                 cand_out = cand_call(candidate, msg)
+                                self._check_input_use(cand_out, ref_out, dist.name)
                                 # The trusted reference worker compares on its device, against outputs that
                                 # never left it; the candidate's outputs reach it as data relayed from here.
                                 judged = ref_call(reference, {"cmd": "judge", "candidate": cand_out,
@@ -326,9 +327,25 @@ class PairEvaluation:
                 rec.standard_verdict = verdict
             return
         failed = [n for n, r in per_dist.items() if r["status"] == "failed"]
-        rec.verdict = "incorrect" if failed else "correct"
+        broken = set(rec.flags) & REJECTING_FLAGS
+        rec.verdict = "incorrect" if failed else "rejected" if broken else "correct"
         rec.correctness["failed_distributions"] = failed
         rec.standard_verdict = "correct" if std_results and all(std_results) else "incorrect"
+
+    def _check_input_use(self, cand: dict[str, Any], ref: dict[str, Any], distribution: str) -> None:
+        """Rules on how forward treats its inputs, judged against what the reference itself does: writing into an
+        input (the reference's inputs are its own; an in-place kernel corrupts a caller's) and returning an output
+        that shares storage with an input. Outputs may be right and still break these: verdict ``rejected``."""
+        mutated = sorted(set(cand.get("mutated_inputs", [])) - set(ref.get("mutated_inputs", [])))
+        ref_aliases = {tuple(a) for a in ref.get("aliased_outputs", [])}
+        aliased = [a for a in cand.get("aliased_outputs", []) if tuple(a) not in ref_aliases]
+        notes = self.record.correctness.setdefault("input_use", {})
+        if mutated:
+            self.record.flags.append("input_mutated")
+            notes.setdefault("mutated_inputs", {})[distribution] = mutated
+        if aliased:
+            self.record.flags.append("output_aliases_input")
+            notes.setdefault("aliased_outputs", {})[distribution] = aliased
 
     def _compare_buffers(self, ref_reply: dict[str, Any], cand_reply: dict[str, Any]) -> None:
         tol = TOLERANCES[self.options.precision]
@@ -345,11 +362,12 @@ class PairEvaluation:
             self.record.correctness["buffer_mismatch"] = mismatched
 
     def _should_time(self) -> bool:
+        """Time what a timed protocol calls correct: the verified verdict, or (for the standard baseline) the
+        standard one, so a kernel that only KernelBench's check accepts still gets the speedup it would report."""
         baselines = PROTOCOLS[self.options.protocol]
-        if self.record.verdict == "correct":
+        if "verified" in baselines and self.record.verdict == "correct":
             return True
-        return "standard" in baselines and self.record.standard_verdict == "correct" \
-            and self.record.verdict in ("incorrect", "rejected")
+        return "standard" in baselines and self.record.standard_verdict == "correct"
 
     def _performance(self) -> None:
         """Time reference and candidate in several fresh process pairs; within a pair they alternate in rounds

@@ -123,8 +123,13 @@ FLAGS: Final = {
     "reference_timing_cached": "the reference median comes from the timing cache; a short re-measure is recorded",
     "reference_error": "the reference itself failed (load, construction or forward); the candidate was not judged",
     "harness_error": "kbv itself failed on this pair (a bug to report); the verdict is runtime_error",
+    "input_mutated": "forward wrote into an input tensor (the reference does not); outputs may be right: rejected",
+    "output_aliases_input": "an output shares storage with an input (the reference's does not): rejected",
     "skipped_distribution": "the problem declared a distribution not applicable; it is recorded as skipped",
 }
+
+# Flags that turn an otherwise correct kernel into "rejected" (its outputs are right but it breaks a rule).
+REJECTING_FLAGS: Final = frozenset({"input_mutated", "output_aliases_input"})
 
 # ---------------------------------------------------------------------------------------------------------------
 # Timing rules (CUDA events with a device-wide synchronize before the end event; perf_counter_ns on CPU).

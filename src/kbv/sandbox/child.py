@@ -27,6 +27,22 @@ _monotonic = time.monotonic
 _SCALES = {d.name: d.scale for d in DISTRIBUTIONS}
 
 
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equality with NaN equal to NaN, for telling whether forward wrote into an input."""
+    if _Tensor.equal(a, b):
+        return True
+    if _Tensor.is_floating_point(a):
+        return bool(((a == b) | (_Tensor.isnan(a) & _Tensor.isnan(b))).all())
+    return False
+
+
+def _shares_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
+    try:
+        return _Tensor.untyped_storage(a).data_ptr() == _Tensor.untyped_storage(b).data_ptr() != 0
+    except RuntimeError:
+        return False
+
+
 def _describe_output(out: Any) -> tuple[str, list[Any]]:
     """Flatten a forward result into (structure, items); non-tensors become descriptions, not data."""
     if isinstance(out, (tuple, list)):
@@ -99,14 +115,21 @@ class Session:
         device for ``judge`` and sends only their description."""
         assert self.model is not None
         args = self._inputs(msg["seed"], msg["distribution"])
+        tensor_args = [(i, a) for i, a in enumerate(args) if type(a) is _Tensor]
+        before = [(i, _Tensor.clone(a)) for i, a in tensor_args]
         with torch.no_grad():
             out = self.model(*args)
         self._sync()
         structure, items = _describe_output(out)
+        usage = {
+            "mutated_inputs": [i for (i, a), (_, b) in zip(tensor_args, before) if not _same(a, b)],
+            "aliased_outputs": [[k, i] for k, item in enumerate(items) if "tensor" in item
+                                for i, a in tensor_args if _shares_storage(item["tensor"], a)],
+        }
         if self.spec["role"] == "reference":
             self.kept = (structure, items)
-            return {"structure": structure, "n_outputs": len(items)}
-        return {"structure": structure, "outputs": items}
+            return {"structure": structure, "n_outputs": len(items), **usage}
+        return {"structure": structure, "outputs": items, **usage}
 
     def cmd_judge(self, msg: dict[str, Any]) -> dict[str, Any]:
         """Reference role only: compare a candidate's outputs (data relayed by the parent) with the kept ones."""
