@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """kbv's checks on a CUDA machine, staged so that one device call runs them and a cut-off run keeps what it did.
 
-Stages (``--stages``, in this order):
+Stages (``--stages``, in this order; ``--smoke`` = env,build,pytest,examples and ``--suite`` = suite):
   env       what the machine is (nvidia-smi, torch, triton, nvcc, python packages kbv may use)
+  build     every CUDA candidate the later stages use, built in parallel first (hash-named cache: later stages,
+            the gpu tests included, import them warm)
   pytest    the tests marked ``gpu`` (pytest -m gpu), if pytest is importable here
   examples  the bundled CUDA and common example candidates, plus hostile ones (illegal memory access, segfault,
             hang) paired with level1/5_ReLU: every one must get a recorded verdict and the run must go on
@@ -30,7 +32,7 @@ from kbv.candidates import Candidate, Pair, pair_candidates, write_reference_can
 from kbv.pipeline import EvalOptions  # noqa: E402
 from kbv.problems import builtin_suite_dir, discover, load_problem  # noqa: E402
 from kbv.records import Record, read_records  # noqa: E402
-from kbv.runner import Progress, run_pairs  # noqa: E402
+from kbv.runner import Progress, build_candidates, run_pairs  # noqa: E402
 
 LOG: list = []
 
@@ -99,24 +101,39 @@ def _run(name: str, pairs: list[Pair], options: EvalOptions, out: Path, workers:
     return records
 
 
-def stage_examples(out: Path, workers: int) -> None:
+def example_pairs() -> list[Pair]:
     problems = discover(builtin_suite_dir())
     examples = ROOT / "src" / "kbv" / "examples"
     pairs, _ = pair_candidates(problems, [examples / "common", examples / "cuda"])
     relu = load_problem(builtin_suite_dir() / "level1" / "5_ReLU.py")
-    hostile = ["cuda_illegal_access.py", "segfault.py", "os_exit.py", "hang_forward.py", "correct_torch.py"]
+    hostile = ["cuda_illegal_access.py", "segfault.py", "os_exit.py", "hang_forward.py", "inplace_relu.py",
+               "correct_torch.py"]
     for i, name in enumerate(hostile):
         path = ROOT / "tests" / "candidates" / name
         if path.exists():
             pairs.append(Pair(relu, Candidate.from_path(path, sample=100 + i)))
-    _run("examples", pairs, EvalOptions(device="cuda", timeout=30), out, workers)
+    return pairs
 
 
-def stage_suite(out: Path, workers: int) -> None:
-    problems = discover(builtin_suite_dir())
+def stage_build(out: Path, workers: int) -> None:
+    t0 = time.monotonic()
+    pairs = example_pairs()
+    results = build_candidates(pairs, EvalOptions(device="cuda"), build_workers=workers, progress=Lines())
+    failed = [sha for sha, r in results.items() if not r.ok]
+    say(f"[build] {len(results)} candidate files, {len(failed)} failed, {time.monotonic() - t0:.0f} s "
+        f"with {workers} parallel builds")
+
+
+def stage_examples(out: Path, workers: int) -> None:
+    _run("examples", example_pairs(), EvalOptions(device="cuda", timeout=30), out, workers)
+
+
+def stage_suite(out: Path, workers: int, levels: set[int] | None, timing_pairs: int | None) -> None:
+    problems = [p for p in discover(builtin_suite_dir()) if levels is None or p.level in levels]
     folder = out.parent / "kbv-reference-candidates"
     pairs = [Pair(p, Candidate.from_path(write_reference_candidate(p, folder))) for p in problems]
-    records = _run("suite", pairs, EvalOptions(device="cuda", timeout=240), out, workers)
+    options = EvalOptions(device="cuda", timeout=240, timing_pairs=timing_pairs)
+    records = _run("suite", pairs, options, out, workers)
     ok = [r for r in records if r["verdict"] == "correct"]
     say(f"[suite] {len(ok)}/{len(records)} correct")
     for b in ("standard", "verified"):
@@ -128,7 +145,11 @@ def stage_suite(out: Path, workers: int) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--stages", default="env,pytest,examples,suite")
+    ap.add_argument("--stages", default="env,build,pytest,examples")
+    ap.add_argument("--smoke", action="store_true", help="stages env,build,pytest,examples")
+    ap.add_argument("--suite", action="store_true", help="stage suite")
+    ap.add_argument("--levels", default=None, help="suite: only these levels, e.g. 1 or 2,3")
+    ap.add_argument("--timing-pairs", type=int, default=None, help="suite: process pairs per timing")
     ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "gpu-results")))
     ap.add_argument("--build-workers", type=int, default=envinfo.cpu_count())
     args = ap.parse_args()
@@ -136,17 +157,23 @@ def main() -> int:
     os.environ.setdefault("KBV_CACHE_DIR", str(Path("/tmp/kbv-cache")))
     LOG.append((args.out / "gpu_check.log").open("a"))
     t0 = time.monotonic()
-    for stage in args.stages.split(","):
+    stages = args.stages.split(",")
+    if args.smoke or args.suite:
+        stages = (["env", "build", "pytest", "examples"] if args.smoke else []) + (["suite"] if args.suite else [])
+    levels = {int(x) for x in args.levels.split(",")} if args.levels else None
+    for stage in stages:
         s0 = time.monotonic()
         say(f"=== {stage} ===")
         if stage == "env":
             stage_env(args.out)
+        elif stage == "build":
+            stage_build(args.out, args.build_workers)
         elif stage == "pytest":
             stage_pytest(args.out)
         elif stage == "examples":
             stage_examples(args.out, args.build_workers)
         elif stage == "suite":
-            stage_suite(args.out, args.build_workers)
+            stage_suite(args.out, args.build_workers, levels, args.timing_pairs)
         else:
             say(f"unknown stage {stage}")
         say(f"=== {stage} took {time.monotonic() - s0:.0f} s (total {time.monotonic() - t0:.0f} s) ===")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import queue
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -48,6 +48,32 @@ def device_slots(device: str) -> list[int | None]:
     return [None]
 
 
+def build_candidates(pairs: Sequence[Pair], options: EvalOptions, *, build_workers: int = 1,
+                     progress: Progress | None = None) -> dict[str, CompileResult]:
+    """The compile stage for every distinct candidate file, ``build_workers`` at a time; results keyed by the
+    candidate's hash. Builds land in the hash-named cache, so evaluation (or a later run) imports them warm."""
+    progress = progress or Progress()
+    device = envinfo.resolve_device(options.device)
+    slots = device_slots(device)
+    unique: dict[str, Pair] = {}
+    for pair in pairs:
+        unique.setdefault(pair.candidate.sha256, pair)
+    build_workers = max(1, build_workers)
+    if options.build_jobs is None:  # share the cores among concurrent builds
+        options = replace(options, build_jobs=max(1, envinfo.cpu_count() // build_workers))
+    compiled: dict[str, CompileResult] = {}
+
+    def build(item: tuple[int, Pair]) -> None:
+        i, pair = item
+        result = compile_candidate(pair.problem, pair.candidate, options, device, slots[i % len(slots)])
+        compiled[pair.candidate.sha256] = result
+        progress.built(pair, result)
+
+    with ThreadPoolExecutor(max_workers=build_workers) as pool:
+        list(pool.map(build, enumerate(unique.values())))
+    return compiled
+
+
 def run_pairs(pairs: Sequence[Pair], options: EvalOptions, out: str | Path, *, resume: bool = False,
               build_workers: int = 1, progress: Progress | None = None,
               label: Callable[[Pair], str] | None = None) -> RunSummary:
@@ -60,27 +86,10 @@ def run_pairs(pairs: Sequence[Pair], options: EvalOptions, out: str | Path, *, r
     todo = [p for p in pairs if p.key not in done]
     slots = device_slots(device)
 
-    # 1. Builds, in parallel, one per distinct candidate file.
-    unique: dict[str, Pair] = {}
-    for pair in todo:
-        unique.setdefault(pair.candidate.sha256, pair)
-    progress.start(len(unique), len(todo))
-    compiled: dict[str, CompileResult] = {}
-    build_workers = max(1, build_workers)
-    if options.build_jobs is None:
-        options.build_jobs = max(1, (envinfo.cpu_count() // build_workers))
+    # 1. Builds, in parallel, one per distinct candidate file. 2. Evaluation over the device pool.
+    progress.start(len({p.candidate.sha256 for p in todo}), len(todo))
+    compiled = build_candidates(todo, options, build_workers=build_workers, progress=progress)
 
-    def build(item: tuple[int, Pair]) -> None:
-        i, pair = item
-        gpu = slots[i % len(slots)]
-        result = compile_candidate(pair.problem, pair.candidate, options, device, gpu)
-        compiled[pair.candidate.sha256] = result
-        progress.built(pair, result)
-
-    with ThreadPoolExecutor(max_workers=build_workers) as pool:
-        list(pool.map(build, enumerate(unique.values())))
-
-    # 2. Evaluation over the device pool.
     free: queue.Queue[int | None] = queue.Queue()
     for slot in slots:
         free.put(slot)

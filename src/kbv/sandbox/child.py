@@ -218,6 +218,8 @@ def _isolate(spec: dict[str, Any]) -> None:
     tempfile.tempdir = None
     if spec.get("threads"):
         torch.set_num_threads(int(spec["threads"]))
+    if spec["device"] == "cpu":
+        memory.fix_malloc_thresholds()
 
 
 def main(conn: Connection, spec: dict[str, Any]) -> None:

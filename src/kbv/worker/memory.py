@@ -3,7 +3,7 @@
 CUDA: the caching allocator's peak (``reset_peak_memory_stats`` / ``max_memory_allocated``) minus the bytes
 allocated before the call. CPU (best effort): the process's resident-set high-water mark (``VmHWM``, reset through
 ``/proc/self/clear_refs``) minus the resident set before the call, after returning freed heap to the OS with
-``malloc_trim``. It counts every allocation of the process, PyTorch's or not, but memory the C allocator reuses
+``malloc_trim``, the least over a few calls. It counts every allocation of the process, PyTorch's or not, but memory the C allocator reuses
 without growing the resident set is invisible; ``None`` where /proc is unavailable.
 """
 
@@ -16,6 +16,8 @@ from typing import Any, Callable
 
 import torch
 
+CPU_REPEATS = 3  # stray allocations only add to a resident-set peak: the least of a few calls is the cleanest
+
 
 def _status_kib(field: str) -> int | None:
     try:
@@ -27,11 +29,30 @@ def _status_kib(field: str) -> int | None:
     return None
 
 
-def _malloc_trim() -> None:
+def _libc() -> ctypes.CDLL | None:
     try:
-        ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    except OSError:
+        return None
+
+
+def _malloc_trim() -> None:
+    libc = _libc()
+    if libc is not None and hasattr(libc, "malloc_trim"):
+        libc.malloc_trim(0)
+
+
+def fix_malloc_thresholds() -> None:
+    """Make every C allocation of 64 KiB or more its own mapping, returned to the OS when freed.
+
+    glibc otherwise raises its mmap threshold as large blocks are freed, after which large buffers come from (and
+    stay in) the heap; two processes with different histories then show different resident-set peaks for the same
+    forward. Called once per CPU worker, before any candidate code.
+    """
+    libc = _libc()
+    if libc is not None and hasattr(libc, "mallopt"):
+        libc.mallopt(-3, 64 * 1024)  # M_MMAP_THRESHOLD (setting it also turns off the dynamic adjustment)
+        libc.mallopt(-1, 128 * 1024)  # M_TRIM_THRESHOLD
 
 
 def peak_bytes(fn: Callable[[], Any], device: str) -> dict[str, Any]:
@@ -44,15 +65,18 @@ def peak_bytes(fn: Callable[[], Any], device: str) -> dict[str, Any]:
         peak = torch.cuda.max_memory_allocated() - before
         del out
         return {"peak_bytes": int(peak), "method": "torch.cuda.max_memory_allocated"}
-    _malloc_trim()
-    before = _status_kib("VmRSS")
-    try:
-        Path("/proc/self/clear_refs").write_text("5")
-    except OSError:
-        return {"peak_bytes": None, "method": "unavailable"}
-    out = fn()
-    high = _status_kib("VmHWM")
-    del out
-    if before is None or high is None:
-        return {"peak_bytes": None, "method": "unavailable"}
-    return {"peak_bytes": max(0, high - before) * 1024, "method": "VmHWM delta (best effort)"}
+    peaks = []
+    for _ in range(CPU_REPEATS):
+        _malloc_trim()
+        before = _status_kib("VmRSS")
+        try:
+            Path("/proc/self/clear_refs").write_text("5")
+        except OSError:
+            return {"peak_bytes": None, "method": "unavailable"}
+        out = fn()
+        high = _status_kib("VmHWM")
+        del out
+        if before is None or high is None:
+            return {"peak_bytes": None, "method": "unavailable"}
+        peaks.append(max(0, high - before) * 1024)
+    return {"peak_bytes": min(peaks), "method": f"VmHWM delta, least of {CPU_REPEATS} calls (best effort)"}
