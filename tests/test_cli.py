@@ -151,8 +151,9 @@ def test_report_json_has_an_overall_group(evaluated, runner, cache_env):
     out, _ = evaluated
     result = invoke(runner, ["report", out, "--format", "json"], cache_env)
     assert result.exit_code == 0, result.output
-    groups = json.loads(result.output)
-    assert isinstance(groups, list)
+    data = json.loads(result.output)
+    assert data["runs"] == [out.stem] and data["universe"] == ["level1/5_ReLU"]
+    groups = data["levels"][out.stem]
     by_name = {g["name"]: g for g in groups}
     assert set(by_name) == {"level 1", "overall"}
     overall = by_name["overall"]
@@ -172,11 +173,14 @@ def test_report_table_of_several_files(evaluated, runner, cache_env, tmp_path):
                   speedup={}, candidate_sha256="0" * 64)
     other.write_text(json.dumps(record) + "\n")
     result = invoke(runner, ["report", out, other, "--format", "json"], cache_env)
-    groups = {g["name"]: g for g in json.loads(result.output)}
-    assert set(groups) == {"level 1", "level 2", "overall"}
-    assert groups["overall"]["n"] == 2
-    assert groups["overall"]["correct_verified"] == 0.5
-    table = invoke(runner, ["report", out, other], cache_env)
+    data = json.loads(result.output)
+    assert data["runs"] == [out.stem, "other"]  # two runs side by side, over the union of their problems
+    for run, correct in ((out.stem, 0.5), ("other", 0.0)):
+        groups = {g["name"]: g for g in data["levels"][run]}
+        assert set(groups) == {"level 1", "level 2", "overall"}
+        assert groups["overall"]["n"] == 2  # a problem missing from a run counts as failed there
+        assert groups["overall"]["correct_verified"] == correct
+    table = invoke(runner, ["report", out, other, "--per-candidate"], cache_env)
     assert table.exit_code == 0
     assert "level2/1_Gemm_Bias_ReLU" in table.output and "incorrect" in table.output
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any
 
@@ -13,9 +14,14 @@ from kbv.metrics import by_level, fast_p, geomean_speedup, memory_efficiency, sp
 from kbv.protocol import CONFIDENCE, FAST_P_THRESHOLDS
 
 
+_names = itertools.count()
+
+
 def rec(level: int | None, verdict: str, standard_verdict: str, verified: float | None = None,
         standard: float | None = None, mem: tuple[int | None, int | None] | None = None, name: str = "") -> dict[str, Any]:
-    r: dict[str, Any] = {"problem": name, "level": level, "verdict": verdict, "standard_verdict": standard_verdict,
+    """A record of its own problem (a fresh name unless one is given), sample 0."""
+    name = name or f"p{next(_names)}"
+    r: dict[str, Any] = {"problem": name, "level": level, "sample": 0, "verdict": verdict, "standard_verdict": standard_verdict,
                          "speedup": {}, "memory_bytes": {}}
     r["speedup"]["verified"] = None if verified is None else {"value": verified, "ci_low": verified * 0.9,
                                                                "ci_high": verified * 1.1}
@@ -69,7 +75,8 @@ def test_fast_p_standard_uses_standard_verdict_and_speedup(p, expected):
 def test_fast_p_counts_failures_in_the_denominator():
     only_good = [A]
     assert fast_p(only_good, 1.0, "verified") == 1.0
-    assert fast_p(only_good + [E, E, E], 1.0, "verified") == pytest.approx(0.25)
+    failures = [rec(2, "compile_error", "compile_error") for _ in range(3)]
+    assert fast_p(only_good + failures, 1.0, "verified") == pytest.approx(0.25)
     assert fast_p([E, F], 0.0, "verified") == 0.0
     assert fast_p([], 1.0, "verified") is None
 

@@ -18,7 +18,8 @@ from kbv.candidates import Candidate, Pair, pair_candidates
 from kbv.pipeline import CompileResult, EvalOptions
 from kbv.problems import discover, load_problem, resolve_suite, shipped_suites
 from kbv.records import Record, read_records
-from kbv.report import print_report
+from kbv.metrics import compare_runs
+from kbv.report import csv_report, json_report, markdown_report, print_report
 from kbv.runner import Progress, run_pairs
 
 console = Console(width=None if sys.stdout.isatty() else 200)
@@ -116,7 +117,7 @@ def eval_cmd(problem, candidate, problems, candidates, out, resume, device, prot
     else:
         raise click.UsageError("give --problem and --candidate, or --problems and --candidates")
     _run(pairs, options, out, resume, build_workers)
-    print_report(list(read_records(out)), console)
+    print_report(compare_runs({out.stem: list(read_records(out))}), console)
 
 
 @main.command()
@@ -134,23 +135,54 @@ def demo(out, device, protocol_, precision, timeout, build_timeout, trials, prof
     out.unlink(missing_ok=True)
     console.print(f"kbv demo: {len(pairs)} example candidates on the built-in suite, device {resolved}")
     _run(pairs, options, out, False, build_workers)
-    print_report(list(read_records(out)), console)
+    print_report(compare_runs({"demo": list(read_records(out))}), console)
+
+
+def _run_labels(paths: list[Path]) -> dict[str, Path]:
+    labels: dict[str, Path] = {}
+    for path in paths:
+        label = path.stem
+        while label in labels:
+            label = f"{label}'"
+        labels[label] = path
+    return labels
 
 
 @main.command()
 @click.argument("results", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
-def report(results, fmt) -> None:
-    """Per-candidate results and per-level aggregates of one or more results files."""
-    records = [r for path in results for r in read_records(path)]
+@click.option("--format", "fmt", type=click.Choice(["table", "markdown", "json", "csv"]), default="table",
+              show_default=True)
+@click.option("--html", "html_out", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write a self-contained HTML report (tables and plots) here.")
+@click.option("--plots", "plots_dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Also write the plots (PNG and SVG) into this folder.")
+@click.option("--suite", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="Count rates over this suite's problems (missing kernels fail); default: problems in any run.")
+@click.option("--per-candidate/--no-per-candidate", default=None, help="Per-candidate table (default: one run).")
+def report(results, fmt, html_out, plots_dir, suite, per_candidate) -> None:
+    """Compare one or more results files (one per model or run), side by side."""
+    runs = {label: list(read_records(path)) for label, path in _run_labels(list(results)).items()}
+    universe = [p.key for p in discover(suite)] if suite else None
+    comparison = compare_runs(runs, universe)
     if fmt == "json":
-        from dataclasses import asdict
+        click.echo(json_report(comparison))
+    elif fmt == "markdown":
+        click.echo(markdown_report(comparison))
+    elif fmt == "csv":
+        click.echo(csv_report(comparison), nl=False)
+    else:
+        print_report(comparison, console, per_candidate)
+    if plots_dir:
+        from kbv.plots import save_plots
 
-        from kbv.metrics import by_level
+        for path in save_plots(comparison, plots_dir):
+            console.print(f"plot: {path}", highlight=False) if fmt == "table" else None
+    if html_out:
+        from kbv.html_report import write_html
 
-        click.echo(json.dumps([asdict(g) for g in by_level(records)], indent=2))
-        return
-    print_report(records, console)
+        write_html(comparison, html_out)
+        if fmt == "table":
+            console.print(f"HTML report: {html_out}")
 
 
 @main.command()

@@ -1,0 +1,165 @@
+"""Reports built from result files of known contents: every figure checked against a hand-computed value."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from kbv.cli import main
+from kbv.metrics import compare_runs, decompose, family_of, pass_at_k, summarize_group
+
+D_PASS = {d: {"status": "passed"} for d in ("D1", "D2", "D3", "D4")}
+
+
+def rec(problem: str, verdict: str, standard: str, s_std: float | None = None, s_ver: float | None = None,
+        sample: int = 0, dists: dict | None = None, flags: list[str] | None = None,
+        mem: tuple[int, int] | None = None) -> dict[str, Any]:
+    failed = [d for d, v in (dists or {}).items() if v["status"] == "failed"]
+    return {
+        "schema": "kbv.result/1", "problem": problem, "level": int(problem[5]), "sample": sample,
+        "candidate": f"{problem}#{sample}", "candidate_sha256": f"{problem}{sample}", "verdict": verdict,
+        "standard_verdict": standard, "flags": flags or [],
+        "correctness": {"distributions": dists or {}, "failed_distributions": failed},
+        "speedup": {"standard": {"value": s_std} if s_std else None, "verified": {"value": s_ver} if s_ver else None},
+        "memory_bytes": {"candidate_peak": mem[0], "reference_peak": mem[1]} if mem else {},
+    }
+
+
+P1, P2, P3 = "level1/1_Square_Matmul", "level1/5_ReLU", "level1/7_Softmax"
+P4, P5, P6 = "level2/1_Gemm_Bias_ReLU", "level2/2_Conv2d_BatchNorm_ReLU", "level2/3_Matmul_Scale_Residual"
+RUN_M = [
+    rec(P1, "correct", "correct", 4.0, 1.0, dists=D_PASS, mem=(100, 200)),  # TF32 makes the baseline 4x faster
+    rec(P1, "incorrect", "incorrect", sample=1),  # a second sample: pass@k only
+    rec(P2, "incorrect", "correct", 2.0, 2.0, dists=D_PASS | {"D4": {"status": "failed"}}),  # identity ReLU
+    rec(P3, "rejected", "correct", 3.0, 3.0, dists=D_PASS, flags=["input_mutated"]),
+    rec(P4, "correct", "correct", 1.5, 0.5, dists=D_PASS, mem=(400, 200), flags=["memory_above_reference"]),
+    rec(P5, "compile_error", "compile_error"),
+    # P6: no record at all
+]
+RUN_N = [rec(P1, "correct", "correct", 2.0, 2.0, dists=D_PASS), rec(P6, "correct", "incorrect", None, 1.2,
+                                                                      dists=D_PASS)]
+UNIVERSE = [P1, P2, P3, P4, P5, P6]
+
+
+@pytest.fixture(scope="module")
+def comparison():
+    return compare_runs({"m": RUN_M, "n": RUN_N}, UNIVERSE)
+
+
+def overall(comparison, run: str):
+    return comparison.levels[run][-1]
+
+
+def test_rates_and_fast_p_over_the_universe(comparison) -> None:
+    g = overall(comparison, "m")
+    assert g.n == 6
+    assert g.compiled == pytest.approx(4 / 6)  # P5 failed, P6 missing
+    assert g.correct_verified == pytest.approx(2 / 6) and g.correct_standard == pytest.approx(4 / 6)
+    assert g.fast_p_verified[0.8] == pytest.approx(1 / 6)  # P1 (1.0)
+    assert g.fast_p_verified[0.0] == pytest.approx(2 / 6)
+    assert g.fast_p_standard[2.0] == pytest.approx(2 / 6)  # P1 4.0, P3 3.0; P2 = 2.0 is not > 2
+    assert g.fast_p_standard[1.0] == pytest.approx(4 / 6)
+
+
+def test_geomeans(comparison) -> None:
+    g = overall(comparison, "m")
+    assert g.geomean_verified == pytest.approx(math.sqrt(1.0 * 0.5))
+    assert g.geomean_standard == pytest.approx((4 * 2 * 3 * 1.5) ** 0.25)
+    assert g.geomean_all_verified == pytest.approx(0.5 ** (1 / 6))  # failures and P6 count as 1.0
+    assert g.correct_but_slower == pytest.approx(1 / 2)  # P4
+
+
+def test_memory_exploits_and_pass_at_k(comparison) -> None:
+    g = overall(comparison, "m")
+    assert g.memory_efficiency == pytest.approx(0.5)
+    assert g.memory_leaderboard_ratio == pytest.approx(math.sqrt(2.0 * 0.5))
+    assert g.memory_raised_share == pytest.approx(0.5)
+    assert g.exploit_rate == pytest.approx(2 / 6)  # P2 passes D1 fails D4; P3 rejected
+    # smallest sample count is 1, so only pass@1: P1 1/2, P4 1, everything else 0, over 6 problems
+    assert g.pass_at_k == {1: pytest.approx(1.5 / 6)}
+    assert pass_at_k(5, 2, 1) == pytest.approx(0.4)
+    assert pass_at_k(5, 2, 5) == 1.0
+    assert pass_at_k(10, 3, 5) == pytest.approx(1 - math.comb(7, 5) / math.comb(10, 5))
+
+
+def test_decomposition_steps_add_up(comparison) -> None:
+    d = comparison.decomposition["m"][-1]
+    names = [s.name for s in d.steps]
+    assert names == ["standard", "(a) TF32 baseline", "(b) hidden distributions", "(c) hack rejection", "verified"]
+    g = [s.geomean for s in d.steps]
+    assert g[0] == pytest.approx(36 ** 0.25)
+    assert g[1] == pytest.approx((1.0 * 2.0 * 3.0 * 0.5) ** 0.25)
+    assert g[2] == pytest.approx((1.0 * 3.0 * 0.5) ** (1 / 3))
+    assert g[3] == pytest.approx(math.sqrt(0.5))
+    assert g[4] == pytest.approx(math.sqrt(0.5))
+    assert [s.fast_1 for s in d.steps] == pytest.approx([4 / 6, 2 / 6, 1 / 6, 0, 0])
+    e = d.effects
+    total = sum(e[k]["geomean"] for k in ("(a) TF32 baseline", "(b) hidden distributions", "(c) hack rejection",
+                                          "residual"))
+    assert total == pytest.approx(e["total"]["geomean"]) == pytest.approx(g[4] - g[0])
+    assert e["residual"]["geomean"] == pytest.approx(0.0)
+    assert [m["problem"] for m in d.steps[2].moved] == [P2]
+    assert [m["problem"] for m in d.steps[3].moved] == [P3]
+    assert d.steps[1].moved[0]["problem"] == P1  # 4.0 -> 1.0 moved most
+
+
+def test_residual_holds_what_the_steps_do_not_explain() -> None:
+    # a kernel the verified check accepts but KernelBench's does not (e.g. an output with a large magnitude)
+    d = decompose(RUN_N, [P1, P6])
+    assert d.steps[0].geomean == pytest.approx(2.0) and d.steps[-1].geomean == pytest.approx(math.sqrt(2.0 * 1.2))
+    assert d.effects["residual"]["geomean"] == pytest.approx(math.sqrt(2.4) - 2.0)
+
+
+def test_per_level_and_family(comparison) -> None:
+    levels = {g.name: g for g in comparison.levels["m"]}
+    assert levels["level 1"].n == 3 and levels["level 2"].n == 3
+    assert levels["level 2"].correct_verified == pytest.approx(1 / 3)
+    families = {g.name: g for g in comparison.families["m"]}
+    assert families["matmul"].n == 3  # P1, P4, P6
+    assert families["matmul"].correct_verified == pytest.approx(2 / 3)
+    assert families["activation"].exploit_rate == 1.0
+    assert family_of("level3/4_GRU") == "model" and family_of("level1/11_Conv2d") == "convolution"
+    assert family_of("level2/9_BMM_Scale_Softmax") == "attention"
+
+
+def test_runs_side_by_side_share_one_universe(comparison) -> None:
+    g = overall(comparison, "n")
+    assert g.n == 6 and g.correct_verified == pytest.approx(2 / 6) and g.correct_standard == pytest.approx(1 / 6)
+    assert g.fast_p_verified[1.0] == pytest.approx(2 / 6)  # P1 2.0, P6 1.2
+
+
+def test_roofline_and_regimes_only_where_records_carry_them() -> None:
+    assert summarize_group("x", RUN_M, UNIVERSE).attainment_median is None
+    roofed = [dict(r, roofline={"attainment": {"candidate": a}, "regime": reg, "weight": w})
+              for r, a, reg, w in zip([RUN_M[0], RUN_M[4]], (0.5, 0.2), ("compute", "memory"), (0.75, 0.25))]
+    g = summarize_group("x", roofed)
+    assert g.s_agg == pytest.approx(0.75 * 0.5 + 0.25 * 0.2)
+    regimes = {x.name: x.n for x in compare_runs({"r": roofed}).regimes["r"]}
+    assert regimes == {"compute": 1, "memory": 1}
+
+
+def _write(path: Path, records: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def test_cli_formats(tmp_path) -> None:
+    m, n = _write(tmp_path / "m.jsonl", RUN_M), _write(tmp_path / "n.jsonl", RUN_N)
+    runner = CliRunner()
+    data = json.loads(runner.invoke(main, ["report", str(m), str(n), "--format", "json"]).output)
+    assert data["runs"] == ["m", "n"] and len(data["universe"]) == 6
+    steps = data["decomposition"]["m"][-1]["steps"]
+    assert steps[0]["geomean"] == pytest.approx(36 ** 0.25)
+    md = runner.invoke(main, ["report", str(m), str(n), "--format", "markdown"]).output
+    assert "## From the standard to the verified figure" in md and "| overall | m |" in md
+    assert f"{P2}" in md  # the problem step (b) removed is listed
+    csv_out = runner.invoke(main, ["report", str(m), "--format", "csv"]).output.splitlines()
+    assert csv_out[0].startswith("kind,run,name,n,")
+    assert any(line.startswith("level,m,overall,5,") for line in csv_out)  # alone, m defines the universe
+    table = runner.invoke(main, ["report", str(m), str(n)])
+    assert table.exit_code == 0 and "hidden distributions" in table.output
