@@ -185,6 +185,46 @@ def report(results, fmt, html_out, plots_dir, suite, per_candidate) -> None:
             console.print(f"HTML report: {html_out}")
 
 
+@main.command("export-kernelbench")
+@click.argument("results", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--level", type=int, required=True)
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True)
+@click.option("--protocol", "protocol_", type=click.Choice(["verified", "standard"]), default="verified",
+              show_default=True, help="Whose verdict and timings become KernelBench's correctness and runtime.")
+@click.option("--pass-at-k", "pass_at_k_out", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write KernelBench's pass_at_k_results.json here.")
+@click.option("--on-duplicate", type=click.Choice(["error", "last"]), default="error", show_default=True)
+def export_kernelbench(results, level, out, protocol_, pass_at_k_out, on_duplicate) -> None:
+    """Write results in KernelBench's eval_results.json layout (one level)."""
+    from kbv.kernelbench import export_eval_results, export_pass_at_k, write_json
+
+    records = [r for path in results for r in read_records(path)]
+    write_json(export_eval_results(records, level, protocol_, on_duplicate), out)
+    if pass_at_k_out:
+        write_json(export_pass_at_k(records, level, protocol_), pass_at_k_out, indent=2)
+    console.print(f"{out}")
+
+
+@main.command("import-kernelbench")
+@click.argument("eval_results", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--level", type=int, required=True)
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True)
+@click.option("--problems", "problems_dir", help="The suite the run was evaluated on (maps ids to problem names).")
+@click.option("--source", default=None, help="A name for the imported run (default: the file's path).")
+def import_kernelbench(eval_results, level, out, problems_dir, source) -> None:
+    """Convert a KernelBench eval_results.json (compiled / correctness / runtime) into kbv records."""
+    from kbv.kernelbench import import_eval_results, load_eval_results
+    from kbv.records import RecordWriter
+
+    problems_list = discover(resolve_suite(problems_dir)) if problems_dir else None
+    records = import_eval_results(load_eval_results(eval_results), level, problems_list,
+                                  source=source or str(eval_results))
+    writer = RecordWriter(out)
+    for data in records:
+        writer.append(Record(**{k: v for k, v in data.items()}))
+    console.print(f"{len(records)} records -> {out}")
+
+
 @main.command()
 @click.argument("suite", required=False)
 def problems(suite) -> None:

@@ -125,6 +125,7 @@ FLAGS: Final = {
     "harness_error": "kbv itself failed on this pair (a bug to report); the verdict is runtime_error",
     "input_mutated": "forward wrote into an input tensor (the reference does not); outputs may be right: rejected",
     "output_aliases_input": "an output shares storage with an input (the reference's does not): rejected",
+    "imported_kernelbench": "the record was converted from a KernelBench eval_results.json (kbv import-kernelbench)",
     "skipped_distribution": "the problem declared a distribution not applicable; it is recorded as skipped",
 }
 
