@@ -61,7 +61,7 @@ def test_demo_sigmoid_approximation_fails_outside_the_unit_interval(demo) -> Non
 def test_demo_report_shows_both_protocols(demo) -> None:
     records, stdout, elapsed = demo
     assert len(records) >= 8
-    assert "Summary (verified protocol | standard protocol)" in stdout
+    assert "Correctness and speed (verified | standard protocol)" in stdout and "hidden distributions" in stdout
     assert "fails D4" in stdout
     assert elapsed < 300  # the README's promise: under 5 minutes on a 2-core machine
 

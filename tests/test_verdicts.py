@@ -34,6 +34,9 @@ EXPECTED = {
     "nan_output.py": ("incorrect", "incorrect", None),
     "zeros.py": ("incorrect", "incorrect", None),
     "inplace_relu.py": ("rejected", "correct", None),
+    "tamper_allclose.py": ("rejected", "correct", None),
+    "tamper_timer.py": ("rejected", "correct", None),
+    "tamper_tf32.py": ("rejected", "correct", None),
 }
 IDENTITY_RELU = EXAMPLES / "common" / "level_1_problem_5_sample_1_kernel.py"
 
@@ -124,3 +127,14 @@ def test_in_place_kernel_is_rejected_for_the_rule_it_breaks(records: dict[str, d
     assert use["aliased_outputs"]["D1"] == [[0, 0]]
     assert record["correctness"]["failed_distributions"] == []
     assert "input_mutated" not in records["correct_torch.py"]["flags"]
+
+
+def test_tampering_is_named(records: dict[str, dict]) -> None:
+    assert "torch.allclose" in records["tamper_allclose.py"]["integrity"]["tamper"]
+    assert "torch.testing.assert_close" in records["tamper_allclose.py"]["integrity"]["tamper"]
+    assert "time.perf_counter_ns" in records["tamper_timer.py"]["integrity"]["tamper"]
+    assert any(t.startswith("flag cuda.matmul.allow_tf32") for t in records["tamper_tf32.py"]["integrity"]["tamper"])
+    for name in ("tamper_allclose.py", "tamper_timer.py", "tamper_tf32.py"):
+        assert "tamper" in records[name]["flags"]
+    honest = [r for n, r in records.items() if not n.startswith("tamper_")]
+    assert not any("tamper" in r["flags"] for r in honest)

@@ -158,6 +158,7 @@ class PairEvaluation:
         )
         self.ref_state: dict[str, Any] = {}
         self.init_seed = secrets.randbits(63)
+        self.tamper: dict[str, set[str]] = {"candidate": set(), "reference": set()}
 
     # -- workers --------------------------------------------------------------------------------------------------
 
@@ -201,6 +202,7 @@ class PairEvaluation:
                 t0 = time.monotonic()
                 self._performance()
                 self.record.wall_seconds["performance"] = round(time.monotonic() - t0, 3)
+            self._judge_integrity()
             if self.record.error is None:
                 self.record.stage = "done"
         except _ReferenceFailed as exc:
@@ -307,6 +309,9 @@ class PairEvaluation:
                                               cand_call(candidate, {"cmd": "buffers"}))
                     except WorkerFailure as exc:
                         failure = exc
+                    finally:
+                        self._collect(candidate)
+            self._collect(reference)
         rec.correctness["distributions"] = per_dist
         rec.correctness["trials_per_distribution"] = options.trials
         rec.correctness["tolerance"] = dict(vars(TOLERANCES[options.precision]))
@@ -331,6 +336,20 @@ class PairEvaluation:
         rec.verdict = "incorrect" if failed else "rejected" if broken else "correct"
         rec.correctness["failed_distributions"] = failed
         rec.standard_verdict = "correct" if std_results and all(std_results) else "incorrect"
+
+    def _collect(self, worker: Worker) -> None:
+        self.tamper[worker.spec.role] |= worker.tamper
+
+    def _judge_integrity(self) -> None:
+        """A candidate worker whose environment changed (beyond what a reference worker shows) broke a rule."""
+        changed = sorted(self.tamper["candidate"] - self.tamper["reference"])
+        if self.tamper["reference"]:
+            self.record.integrity["reference_changes"] = sorted(self.tamper["reference"])
+        if changed:
+            self.record.integrity["tamper"] = changed
+            self.record.flags.append("tamper")
+            if self.record.verdict == "correct":
+                self.record.verdict = "rejected"
 
     def _check_input_use(self, cand: dict[str, Any], ref: dict[str, Any], distribution: str) -> None:
         """Rules on how forward treats its inputs, judged against what the reference itself does: writing into an
@@ -414,10 +433,14 @@ class PairEvaluation:
                                 samples[role][b][-1].extend(reply["timing"][b]["times_ms"])
                                 warmups[role].setdefault(b, reply["timing"][b]["warmup"])
                                 rec.timing_ms["flush_bytes"] = reply["timing"][b]["flush_bytes"]
-                    if pair_index == 0:
-                        for role in roles:
-                            memory_peaks[role] = self._timed(workers[role], role,
-                                                             {"cmd": "memory", "seed": seed}, deadline)["memory"]
+                    try:
+                        if pair_index == 0:
+                            for role in roles:
+                                memory_peaks[role] = self._timed(workers[role], role,
+                                                                 {"cmd": "memory", "seed": seed}, deadline)["memory"]
+                    finally:
+                        self._collect(reference)
+                        self._collect(candidate)
         except WorkerFailure as failure:
             rec.verdict = worst_verdict(rec.verdict, "timeout" if failure.kind == "timeout" else "runtime_error")
             rec.error = _failure_dict("performance", failure)

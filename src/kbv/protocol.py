@@ -126,11 +126,13 @@ FLAGS: Final = {
     "input_mutated": "forward wrote into an input tensor (the reference does not); outputs may be right: rejected",
     "output_aliases_input": "an output shares storage with an input (the reference's does not): rejected",
     "imported_kernelbench": "the record was converted from a KernelBench eval_results.json (kbv import-kernelbench)",
+    "tamper": "the candidate changed its worker's environment (torch or time functions, tensor methods, kbv's own "
+    "functions, numeric flags); the names are in integrity.tamper: rejected",
     "skipped_distribution": "the problem declared a distribution not applicable; it is recorded as skipped",
 }
 
 # Flags that turn an otherwise correct kernel into "rejected" (its outputs are right but it breaks a rule).
-REJECTING_FLAGS: Final = frozenset({"input_mutated", "output_aliases_input"})
+REJECTING_FLAGS: Final = frozenset({"input_mutated", "output_aliases_input", "tamper"})
 
 # ---------------------------------------------------------------------------------------------------------------
 # Timing rules (CUDA events with a device-wide synchronize before the end event; perf_counter_ns on CPU).

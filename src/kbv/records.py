@@ -41,6 +41,7 @@ class Record:
     shapes: dict[str, Any] = field(default_factory=dict)
     env: dict[str, Any] = field(default_factory=dict)
     wall_seconds: dict[str, float] = field(default_factory=dict)
+    integrity: dict[str, Any] = field(default_factory=dict)  # what the candidate changed in its worker (tamper)
     schema: str = SCHEMA
 
     def to_json(self) -> str:

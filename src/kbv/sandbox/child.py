@@ -19,7 +19,7 @@ import torch
 
 from kbv import wire
 from kbv.protocol import BASELINES, DISTRIBUTIONS, TIMING_RULES
-from kbv.worker import backends, inputs, loading, memory, timer
+from kbv.worker import backends, inputs, integrity, loading, memory, timer
 
 _Tensor = torch.Tensor
 _as_subclass = torch.Tensor.as_subclass
@@ -78,6 +78,7 @@ class Session:
         self.model: torch.nn.Module | None = None
         self.kept: tuple[str, list[Any]] | None = None  # reference role: the last forward's outputs, on device
         self.timing_inputs: list[Any] | None = None
+        self.integrity = integrity.Integrity()  # before any candidate code: the state to compare against
 
     # -- commands -------------------------------------------------------------------------------------------------
 
@@ -176,6 +177,7 @@ class Session:
             if baseline not in BASELINES:
                 raise KeyError(baseline)
             flags[baseline] = backends.apply_baseline(baseline)
+            self.integrity.flags_set(flags[baseline])
             timings[baseline] = timer.time_calls(call, self.device, rule, float(msg.get("share", 1.0)),
                                                  msg.get("max_trials"))
         return {"timing": timings, "flags": flags}
@@ -241,7 +243,7 @@ def main(conn: Connection, spec: dict[str, Any]) -> None:
         if msg.get("cmd") == "exit":
             os._exit(0)
         try:
-            reply = {"ok": True, **handlers[msg["cmd"]](msg)}
+            reply = {"ok": True, **handlers[msg["cmd"]](msg), "tamper": session.integrity.changes()}
             header, tensors = wire.split(reply)  # copy out to host now, inside the error handling
         except BaseException as exc:  # anything the candidate raises, SystemExit included
             try:

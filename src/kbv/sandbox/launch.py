@@ -101,6 +101,7 @@ class Worker:
         from kbv.sandbox import child  # imported by the fork server too; the parent only needs its entry point
 
         self.spec = spec
+        self.tamper: set[str] = set()  # what the worker reported changed in its environment, over all replies
         spec.work_dir.mkdir(parents=True, exist_ok=True)
         ctx = context()
         self._conn, child_conn = ctx.Pipe(duplex=True)
@@ -152,6 +153,8 @@ class Worker:
         if not isinstance(reply, dict) or "ok" not in reply:
             self.kill()
             raise WorkerFailure("protocol", "reply is not a status object", self.log_tail())
+        if reply.get("tamper"):
+            self.tamper.update(str(t) for t in reply["tamper"])
         if not reply["ok"]:
             self._proc.join(5)
             self.kill()

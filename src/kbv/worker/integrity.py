@@ -1,0 +1,79 @@
+"""Noticing a candidate that changes the worker's environment: patched functions, changed numeric flags.
+
+A snapshot is taken when the worker starts, before any candidate code exists; after every command the worker
+compares the present state with it and reports what differs, as data. The parent turns a non-empty report into the
+flag ``tamper`` (verdict ``rejected`` for an otherwise correct kernel). This is telemetry from a process the
+candidate controls, so it catches the common patches (torch's comparison and timing functions, time.*, tensor
+methods, kbv's own worker functions, TF32 flags) but not a candidate that also rewrites this check; the verdict's
+real safeguards are that outputs are judged in the reference worker and the parent.
+"""
+
+from __future__ import annotations
+
+import time
+import types
+from typing import Any, Callable
+
+import torch
+
+from kbv.worker import backends
+
+_TORCH_FUNCTIONS = ("allclose", "isclose", "equal", "manual_seed", "rand", "randn", "randint", "empty", "zeros",
+                    "set_float32_matmul_precision", "get_float32_matmul_precision", "no_grad")
+_TENSOR_METHODS = ("detach", "to", "cpu", "clone", "contiguous", "numpy", "equal", "view", "reshape", "copy_",
+                   "untyped_storage", "data_ptr", "stride", "is_floating_point", "__eq__", "__sub__", "abs")
+_TIME_FUNCTIONS = ("perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "time", "time_ns")
+
+
+def _watched() -> dict[str, Callable[[], Any]]:
+    import kbv.sandbox.child as child
+    import kbv.wire as wire
+    from kbv.worker import inputs, loading, memory, timer
+
+    getters: dict[str, Callable[[], Any]] = {}
+    for name in _TORCH_FUNCTIONS:
+        getters[f"torch.{name}"] = lambda n=name: getattr(torch, n)
+    for name in _TENSOR_METHODS:
+        getters[f"torch.Tensor.{name}"] = lambda n=name: getattr(torch.Tensor, n)
+    for name in _TIME_FUNCTIONS:
+        getters[f"time.{name}"] = lambda n=name: getattr(time, n)
+    getters["torch.testing.assert_close"] = lambda: torch.testing.assert_close
+    getters["torch.nn.Module.__call__"] = lambda: torch.nn.Module.__call__
+    getters["torch.cuda.Event"] = lambda: torch.cuda.Event
+    getters["torch.cuda.synchronize"] = lambda: torch.cuda.synchronize
+    getters["torch.cuda.Event.record"] = lambda: torch.cuda.Event.record
+    getters["torch.cuda.Event.elapsed_time"] = lambda: torch.cuda.Event.elapsed_time
+    for module in (child, wire, inputs, loading, memory, timer, backends):
+        for attr, value in vars(module).items():
+            if isinstance(value, (types.FunctionType, type)) and getattr(value, "__module__", "") == module.__name__:
+                getters[f"{module.__name__}.{attr}"] = lambda m=module, a=attr: getattr(m, a)
+    for attr, value in vars(child.Session).items():
+        if isinstance(value, types.FunctionType):
+            getters[f"kbv.sandbox.child.Session.{attr}"] = lambda a=attr: getattr(child.Session, a)
+    return getters
+
+
+class Integrity:
+    """The snapshot of one worker, and the comparison against it."""
+
+    def __init__(self) -> None:
+        self._getters = _watched()
+        self._identity = {name: id(get()) for name, get in self._getters.items()}
+        self.expected_flags = backends.read_flags()
+
+    def flags_set(self, flags: dict[str, Any]) -> None:
+        """The worker itself changed the flags (a baseline): they are the new expectation."""
+        self.expected_flags = dict(flags)
+
+    def changes(self) -> list[str]:
+        changed = []
+        for name, get in self._getters.items():
+            try:
+                if id(get()) != self._identity[name]:
+                    changed.append(name)
+            except Exception:
+                changed.append(name)
+        now = backends.read_flags()
+        changed += [f"flag {k}: {self.expected_flags.get(k)!r} -> {v!r}" for k, v in now.items()
+                    if self.expected_flags.get(k) != v]
+        return changed
