@@ -175,8 +175,13 @@ def report(results, fmt, html_out, plots_dir, suite, per_candidate) -> None:
     if plots_dir:
         from kbv.plots import save_plots
 
-        for path in save_plots(comparison, plots_dir):
-            console.print(f"plot: {path}", highlight=False) if fmt == "table" else None
+        try:
+            written = save_plots(comparison, plots_dir)
+        except ImportError as exc:
+            raise click.ClickException(f"plots need matplotlib ({exc}): pip install 'kbv[report]'") from None
+        if fmt == "table":
+            for path in written:
+                console.print(f"plot: {path}", highlight=False)
     if html_out:
         from kbv.html_report import write_html
 
