@@ -37,6 +37,7 @@ EXPECTED = {
     "tamper_allclose.py": ("rejected", "correct", None),
     "tamper_timer.py": ("rejected", "correct", None),
     "tamper_tf32.py": ("rejected", "correct", None),
+    "background_thread.py": ("rejected", "correct", None),
 }
 IDENTITY_RELU = EXAMPLES / "common" / "level_1_problem_5_sample_1_kernel.py"
 
@@ -138,3 +139,34 @@ def test_tampering_is_named(records: dict[str, dict]) -> None:
         assert "tamper" in records[name]["flags"]
     honest = [r for n, r in records.items() if not n.startswith("tamper_")]
     assert not any("tamper" in r["flags"] for r in honest)
+
+
+def test_threads_left_running_are_flagged(records: dict[str, dict]) -> None:
+    record = records["background_thread.py"]
+    assert "background_threads" in record["flags"]
+    growth = record["correctness"]["input_use"]["thread_growth"]
+    assert all(after > before for before, after in growth.values())
+    assert not any("background_threads" in r["flags"] for n, r in records.items() if n != "background_thread.py")
+
+
+def test_expanded_output_is_rejected(tmp_path) -> None:
+    from conftest import ROOT
+    from kbv.candidates import write_reference_candidate
+    from kbv.pipeline import evaluate
+
+    problem = load_problem(ROOT / "tests" / "problems" / "level1" / "1_Repeat_Sum.py")
+    record = evaluate(problem, CANDIDATES / "expanded_output.py", EvalOptions(device="cpu", timeout=30))
+    assert record.verdict == "rejected" and record.standard_verdict == "correct"
+    assert "degenerate_output" in record.flags
+    honest = evaluate(problem, write_reference_candidate(problem, tmp_path), EvalOptions(device="cpu", timeout=30))
+    assert honest.verdict == "correct" and "degenerate_output" not in honest.flags
+
+
+def test_speedup_above_the_bound_is_flagged() -> None:
+    from kbv.pipeline import evaluate
+
+    record = evaluate(problem_path("level1/5_ReLU"), CANDIDATES / "correct_torch.py",
+                      EvalOptions(device="cpu", timeout=30, speedup_bound=0.01))
+    assert "speedup_above_bound" in record.flags
+    assert record.integrity["speedup_above_bound"]["bound"] == 0.01
+    assert record.verdict == "correct"  # a flag, not a rejection

@@ -23,7 +23,7 @@ from kbv.candidates import Candidate
 from kbv.problems import Problem
 from kbv.protocol import (
     BASELINES, DISTRIBUTIONS, MEMORY_SLACK_BYTES, PROTOCOLS, REFERENCE_REMEASURE_TRIALS, TIMING_ROUNDS,
-    REJECTING_FLAGS, TIMING_RULES, TOLERANCES, worst_verdict,
+    DEFAULT_SPEEDUP_BOUND, REJECTING_FLAGS, TIMING_RULES, TOLERANCES, worst_verdict,
 )
 from kbv.records import Record
 from kbv.refcache import ReferenceTimingCache, cache_key
@@ -48,6 +48,7 @@ class EvalOptions:
     profile: str | None = "auto"
     cache_dir: Path = field(default_factory=default_cache_dir)
     timing_pairs: int | None = None  # fresh process pairs for timing (default: kbv.protocol.TIMING_RULES)
+    speedup_bound: float = DEFAULT_SPEEDUP_BOUND  # speedups above this are flagged speedup_above_bound
     reuse_reference_timing: bool = False  # opt in: reuse cached reference times (short re-measure, not interleaved)
     threads: int | None = None  # torch threads in workers; default 1 on the CPU (timings immune to other load)
     build_jobs: int | None = None
@@ -159,6 +160,7 @@ class PairEvaluation:
         self.ref_state: dict[str, Any] = {}
         self.init_seed = secrets.randbits(63)
         self.tamper: dict[str, set[str]] = {"candidate": set(), "reference": set()}
+        self._trials_seen = 0
 
     # -- workers --------------------------------------------------------------------------------------------------
 
@@ -355,6 +357,8 @@ class PairEvaluation:
         """Rules on how forward treats its inputs, judged against what the reference itself does: writing into an
         input (the reference's inputs are its own; an in-place kernel corrupts a caller's) and returning an output
         that shares storage with an input. Outputs may be right and still break these: verdict ``rejected``."""
+        self._check_threads(cand, ref, distribution)
+        self._check_strides(cand, ref, distribution)
         mutated = sorted(set(cand.get("mutated_inputs", [])) - set(ref.get("mutated_inputs", [])))
         ref_aliases = {tuple(a) for a in ref.get("aliased_outputs", [])}
         aliased = [a for a in cand.get("aliased_outputs", []) if tuple(a) not in ref_aliases]
@@ -365,6 +369,35 @@ class PairEvaluation:
         if aliased:
             self.record.flags.append("output_aliases_input")
             notes.setdefault("aliased_outputs", {})[distribution] = aliased
+
+    def _check_threads(self, cand: dict[str, Any], ref: dict[str, Any], distribution: str) -> None:
+        """Threads still alive after forward returned can carry work past the timer's end. The first trial of a
+        worker may start a library's thread pool; after that, the thread count must not grow across a call where
+        the reference's does not."""
+        self._trials_seen += 1
+        if self._trials_seen == 1:
+            return
+        c_before, c_after = (cand.get("threads") or [0, 0])[:2]
+        r_before, r_after = (ref.get("threads") or [0, 0])[:2]
+        if c_after - c_before > max(0, r_after - r_before):
+            self.record.flags.append("background_threads")
+            self.record.correctness.setdefault("input_use", {}).setdefault("thread_growth", {})[distribution] = \
+                [c_before, c_after]
+
+    def _check_strides(self, cand: dict[str, Any], ref: dict[str, Any], distribution: str) -> None:
+        """An output with a zero stride along a dimension longer than 1 (an expanded view: many elements, one
+        memory cell) where the reference's output has none."""
+        def degenerate(reply: dict[str, Any]) -> set[int]:
+            out = set()
+            for k, (shape, stride) in enumerate(zip(reply.get("shapes") or [], reply.get("strides") or [])):
+                if shape and stride and any(st == 0 and sz > 1 for sz, st in zip(shape, stride)):
+                    out.add(k)
+            return out
+
+        bad = sorted(degenerate(cand) - degenerate(ref))
+        if bad:
+            self.record.flags.append("degenerate_output")
+            self.record.correctness.setdefault("input_use", {}).setdefault("zero_stride_outputs", {})[distribution] = bad
 
     def _compare_buffers(self, ref_reply: dict[str, Any], cand_reply: dict[str, Any]) -> None:
         tol = TOLERANCES[self.options.precision]
@@ -470,6 +503,10 @@ class PairEvaluation:
             speedups[baseline] = stats.speedup_over_pairs(ref_groups, cand_groups, seed=seed % 2**32)
         rec.timing_ms["gpu_clocks"] = {"start": clocks_start, "end": clocks_end} if self.device == "cuda" else None
         rec.speedup = speedups
+        above = {b: s["value"] for b, s in speedups.items() if s and s.get("value") and s["value"] > options.speedup_bound}
+        if above:
+            rec.flags.append("speedup_above_bound")
+            rec.integrity["speedup_above_bound"] = {"bound": options.speedup_bound, **above}
         rec.env["baseline_flags"] = flags
         cand_peak = memory_peaks["candidate"].get("peak_bytes")
         ref_peak = memory_peaks["reference"].get("peak_bytes")

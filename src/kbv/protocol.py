@@ -128,11 +128,20 @@ FLAGS: Final = {
     "imported_kernelbench": "the record was converted from a KernelBench eval_results.json (kbv import-kernelbench)",
     "tamper": "the candidate changed its worker's environment (torch or time functions, tensor methods, kbv's own "
     "functions, numeric flags); the names are in integrity.tamper: rejected",
+    "background_threads": "the candidate's thread count grew across a forward call (after the first) where the "
+    "reference's did not: work left running past the call's end: rejected",
+    "degenerate_output": "an output has a zero stride along a dimension longer than 1 (an expanded view) where the "
+    "reference's has none: rejected",
+    "speedup_above_bound": "a speedup above the configured bound (--speedup-bound): never reported unflagged",
     "skipped_distribution": "the problem declared a distribution not applicable; it is recorded as skipped",
 }
 
+# A speedup above this is flagged (KernelBench flags above 10x too); --speedup-bound changes it.
+DEFAULT_SPEEDUP_BOUND: Final = 10.0
+
 # Flags that turn an otherwise correct kernel into "rejected" (its outputs are right but it breaks a rule).
-REJECTING_FLAGS: Final = frozenset({"input_mutated", "output_aliases_input", "tamper"})
+REJECTING_FLAGS: Final = frozenset({"input_mutated", "output_aliases_input", "tamper", "background_threads",
+                                    "degenerate_output"})
 
 # ---------------------------------------------------------------------------------------------------------------
 # Timing rules (CUDA events with a device-wide synchronize before the end event; perf_counter_ns on CPU).

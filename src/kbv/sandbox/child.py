@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from multiprocessing.connection import Connection
@@ -34,6 +35,14 @@ def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
     if _Tensor.is_floating_point(a):
         return bool(((a == b) | (_Tensor.isnan(a) & _Tensor.isnan(b))).all())
     return False
+
+
+def _thread_count() -> int:
+    """Threads of this process (every thread, not only Python's), from /proc."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return threading.active_count()
 
 
 def _shares_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -118,11 +127,16 @@ class Session:
         args = self._inputs(msg["seed"], msg["distribution"])
         tensor_args = [(i, a) for i, a in enumerate(args) if type(a) is _Tensor]
         before = [(i, _Tensor.clone(a)) for i, a in tensor_args]
+        threads_before = _thread_count()
         with torch.no_grad():
             out = self.model(*args)
         self._sync()
+        threads_after = _thread_count()
         structure, items = _describe_output(out)
         usage = {
+            "threads": [threads_before, threads_after],
+            "shapes": [list(item["tensor"].shape) if "tensor" in item else None for item in items],
+            "strides": [item.get("stride") for item in items],
             "mutated_inputs": [i for (i, a), (_, b) in zip(tensor_args, before) if not _same(a, b)],
             "aliased_outputs": [[k, i] for k, item in enumerate(items) if "tensor" in item
                                 for i, a in tensor_args if _shares_storage(item["tensor"], a)],
