@@ -38,6 +38,8 @@ EXPECTED = {
     "tamper_timer.py": ("rejected", "correct", None),
     "tamper_tf32.py": ("rejected", "correct", None),
     "background_thread.py": ("rejected", "correct", None),
+    "tamper_captured_timer.py": ("rejected", "correct", None),
+    "shrink_problem.py": ("incorrect", "incorrect", None),
 }
 IDENTITY_RELU = EXAMPLES / "common" / "level_1_problem_5_sample_1_kernel.py"
 
@@ -135,9 +137,12 @@ def test_tampering_is_named(records: dict[str, dict]) -> None:
     assert "torch.testing.assert_close" in records["tamper_allclose.py"]["integrity"]["tamper"]
     assert "time.perf_counter_ns" in records["tamper_timer.py"]["integrity"]["tamper"]
     assert any(t.startswith("flag cuda.matmul.allow_tf32") for t in records["tamper_tf32.py"]["integrity"]["tamper"])
-    for name in ("tamper_allclose.py", "tamper_timer.py", "tamper_tf32.py"):
+    assert "kbv.worker.timer._perf_counter_ns" in records["tamper_captured_timer.py"]["integrity"]["tamper"]
+    assert "problem.get_inputs" in records["shrink_problem.py"]["integrity"]["tamper"]
+    for name in ("tamper_allclose.py", "tamper_timer.py", "tamper_tf32.py", "tamper_captured_timer.py",
+                 "shrink_problem.py"):
         assert "tamper" in records[name]["flags"]
-    honest = [r for n, r in records.items() if not n.startswith("tamper_")]
+    honest = [r for n, r in records.items() if not n.startswith("tamper_") and n != "shrink_problem.py"]
     assert not any("tamper" in r["flags"] for r in honest)
 
 

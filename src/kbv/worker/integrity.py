@@ -10,6 +10,7 @@ real safeguards are that outputs are judged in the reference worker and the pare
 
 from __future__ import annotations
 
+import sys
 import time
 import types
 from typing import Any, Callable
@@ -45,12 +46,28 @@ def _watched() -> dict[str, Callable[[], Any]]:
     getters["torch.cuda.Event.elapsed_time"] = lambda: torch.cuda.Event.elapsed_time
     for module in (child, wire, inputs, loading, memory, timer, backends):
         for attr, value in vars(module).items():
-            if isinstance(value, (types.FunctionType, type)) and getattr(value, "__module__", "") == module.__name__:
+            # every callable the module holds: its own functions and classes, and the references it captured
+            # (time.perf_counter_ns as timer._perf_counter_ns, unbound tensor methods in wire, ...)
+            if callable(value) and not isinstance(value, types.ModuleType) and not attr.startswith("__"):
                 getters[f"{module.__name__}.{attr}"] = lambda m=module, a=attr: getattr(m, a)
+    problem = sys.modules.get("kbv_problem")  # loaded (trusted) before the snapshot; the candidate must not edit it
+    if problem is not None:
+        for attr, value in vars(problem).items():
+            if not attr.startswith("__") and not isinstance(value, types.ModuleType):
+                getters[f"problem.{attr}"] = lambda a=attr: getattr(problem, a)
     for attr, value in vars(child.Session).items():
         if isinstance(value, types.FunctionType):
             getters[f"kbv.sandbox.child.Session.{attr}"] = lambda a=attr: getattr(child.Session, a)
     return getters
+
+
+def _identity(value: Any) -> Any:
+    """Plain values (a problem's shape constants) compare by value, everything else by identity."""
+    if isinstance(value, (int, float, str, bool, type(None))):
+        return ("value", value)
+    if isinstance(value, (tuple, list)) and all(isinstance(v, (int, float, str, bool)) for v in value):
+        return ("value", tuple(value))
+    return ("id", id(value))
 
 
 class Integrity:
@@ -58,7 +75,7 @@ class Integrity:
 
     def __init__(self) -> None:
         self._getters = _watched()
-        self._identity = {name: id(get()) for name, get in self._getters.items()}
+        self._identity = {name: _identity(get()) for name, get in self._getters.items()}
         self.expected_flags = backends.read_flags()
 
     def flags_set(self, flags: dict[str, Any]) -> None:
@@ -69,7 +86,7 @@ class Integrity:
         changed = []
         for name, get in self._getters.items():
             try:
-                if id(get()) != self._identity[name]:
+                if _identity(get()) != self._identity[name]:
                     changed.append(name)
             except Exception:
                 changed.append(name)
