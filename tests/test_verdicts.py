@@ -40,6 +40,7 @@ EXPECTED = {
     "background_thread.py": ("rejected", "correct", None),
     "tamper_captured_timer.py": ("rejected", "correct", None),
     "shrink_problem.py": ("incorrect", "incorrect", None),
+    "cache_after_warmup.py": ("incorrect", "correct", None),
 }
 IDENTITY_RELU = EXAMPLES / "common" / "level_1_problem_5_sample_1_kernel.py"
 
@@ -175,3 +176,12 @@ def test_speedup_above_the_bound_is_flagged() -> None:
     assert "speedup_above_bound" in record.flags
     assert record.integrity["speedup_above_bound"]["bound"] == 0.01
     assert record.verdict == "correct"  # a flag, not a rejection
+
+
+def test_outputs_cached_across_timed_calls_are_caught(records: dict[str, dict]) -> None:
+    record = records["cache_after_warmup.py"]
+    assert "timed_output_mismatch" in record["flags"]
+    assert record["correctness"]["failed_distributions"] == []  # the correctness stage saw honest outputs
+    assert not all(c["passed"] for c in record["correctness"]["timed_rechecks"])
+    honest = records["correct_torch.py"]
+    assert [c["passed"] for c in honest["correctness"]["timed_rechecks"]] == [True]

@@ -466,6 +466,7 @@ class PairEvaluation:
                                 samples[role][b][-1].extend(reply["timing"][b]["times_ms"])
                                 warmups[role].setdefault(b, reply["timing"][b]["warmup"])
                                 rec.timing_ms["flush_bytes"] = reply["timing"][b]["flush_bytes"]
+                    self._recheck_timed_outputs(reference, candidate, deadline)
                     try:
                         if pair_index == 0:
                             for role in roles:
@@ -514,6 +515,22 @@ class PairEvaluation:
                             "method": memory_peaks["candidate"].get("method")}
         if cand_peak is not None and ref_peak is not None and cand_peak > ref_peak + MEMORY_SLACK_BYTES[self.device]:
             rec.flags.append("memory_above_reference")
+
+    def _recheck_timed_outputs(self, reference: Worker, candidate: Worker, deadline: float) -> None:
+        """After the timed calls, one more call on fresh contents loaded into the very buffers they used, judged
+        like a correctness trial: a kernel that caches or defers outputs across timed calls answers stale."""
+        seed = secrets.randbits(63)
+        msg = {"cmd": "forward", "seed": seed, "distribution": "D1", "timing_buffers": True}
+        self._timed(reference, "reference", msg, deadline)
+        cand_out = self._timed(candidate, "candidate", msg, deadline)
+        judged = self._timed(reference, "reference", {"cmd": "judge", "candidate": cand_out,
+                                                       "precision": self.options.precision}, deadline)
+        comparison = judged["comparison"]
+        checks = self.record.correctness.setdefault("timed_rechecks", [])
+        checks.append({"seed": seed, "passed": bool(comparison["passed"]), "reason": comparison.get("reason", "")})
+        if not comparison["passed"]:
+            self.record.flags.append("timed_output_mismatch")
+            self.record.verdict = worst_verdict(self.record.verdict, "incorrect")
 
     def _timing_worker(self, role: str, deadline: float) -> Worker:
         """A fresh worker for timing, with the reference's initial state loaded (the reference loads it too, so

@@ -133,6 +133,8 @@ FLAGS: Final = {
     "degenerate_output": "an output has a zero stride along a dimension longer than 1 (an expanded view) where the "
     "reference's has none: rejected",
     "speedup_above_bound": "a speedup above the configured bound (--speedup-bound): never reported unflagged",
+    "timed_output_mismatch": "after timing, a call on fresh contents in the timed buffers gave wrong outputs "
+    "(outputs cached or deferred across timed calls): incorrect",
     "skipped_distribution": "the problem declared a distribution not applicable; it is recorded as skipped",
 }
 
@@ -164,6 +166,7 @@ TIMING_RULES: Final = {
     "cpu": TimingRule(warmup_ms=20.0, min_warmup_calls=2, budget_ms=300.0, min_trials=10, max_trials=100,
                       flush_l2_factor=2.0, process_pairs=1),
 }
+TIMING_INPUT_SETS: Final = 3  # timed calls cycle through this many input sets, loaded into the same buffers
 TIMING_ROUNDS: Final = 4  # within a process pair, reference and candidate alternate in this many rounds (ABBA)
 REFERENCE_REMEASURE_TRIALS: Final = 10  # trials of the short re-measure when a cached reference time is reused
 BOOTSTRAP_RESAMPLES: Final = 2000

@@ -7,6 +7,7 @@ here at import time, which happens in the fork server before any candidate code 
 
 from __future__ import annotations
 
+import itertools
 import os
 import sys
 import tempfile
@@ -14,12 +15,12 @@ import threading
 import time
 import traceback
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
 from kbv import wire
-from kbv.protocol import BASELINES, DISTRIBUTIONS, TIMING_RULES
+from kbv.protocol import BASELINES, DISTRIBUTIONS, TIMING_INPUT_SETS, TIMING_RULES
 from kbv.worker import backends, inputs, integrity, loading, memory, timer
 
 _Tensor = torch.Tensor
@@ -125,6 +126,10 @@ class Session:
         device for ``judge`` and sends only their description."""
         assert self.model is not None
         args = self._inputs(msg["seed"], msg["distribution"])
+        if msg.get("timing_buffers"):
+            # the re-check after timing: fresh contents in the very tensors the timed calls used, so an output
+            # cached against those tensors (by id, pointer or version) comes back stale
+            args = self._load_timing_buffers(args)
         tensor_args = [(i, a) for i, a in enumerate(args) if type(a) is _Tensor]
         before = [(i, _Tensor.clone(a)) for i, a in tensor_args]
         threads_before = _thread_count()
@@ -169,21 +174,43 @@ class Session:
         assert self.model is not None
         return {"buffers": {n: b.detach() for n, b in self.model.named_buffers() if b is not None}}
 
-    def _timed_call(self, seed: int) -> Any:
-        assert self.model is not None
+    def _timing_buffers(self, seed: int) -> tuple[list[list[Any]], list[Any]]:
+        """Input sets for timing (drawn from ``seed``, ``seed + 1``, ...) and the buffers the timed calls read."""
         if self.timing_inputs is None:
-            self.timing_inputs = self._inputs(seed, "D1")
-        model, args = self.model, self.timing_inputs
+            sets = [self._inputs(seed + k, "D1") for k in range(TIMING_INPUT_SETS)]
+            buffers = [_Tensor.clone(a) if type(a) is _Tensor else a for a in sets[0]]
+            self.timing_inputs = (sets, buffers)
+        return self.timing_inputs
+
+    def _load_timing_buffers(self, contents: list[Any]) -> list[Any]:
+        buffers = self.timing_inputs[1] if self.timing_inputs is not None else None
+        if buffers is None:
+            return contents
+        with torch.no_grad():
+            for buf, src in zip(buffers, contents):
+                if type(buf) is _Tensor and type(src) is _Tensor and buf.shape == src.shape:
+                    _Tensor.copy_(buf, src)
+        return buffers
+
+    def _timed_call(self, seed: int) -> tuple[Callable[[], Any], Callable[[], None]]:
+        """The timed call, and the untimed step before each call that loads the next input set's contents into
+        the same buffers: every timed call sees fresh contents, so outputs cannot be cached across calls."""
+        assert self.model is not None
+        sets, buffers = self._timing_buffers(seed)
+        model, turn = self.model, itertools.count()
 
         def call() -> Any:
             with torch.no_grad():
-                return model(*args)
+                return model(*buffers)
 
-        return call
+        def prepare() -> None:
+            self._load_timing_buffers(sets[next(turn) % len(sets)])
+
+        return call, prepare
 
     def cmd_time(self, msg: dict[str, Any]) -> dict[str, Any]:
         """Time one forward under each baseline's flags, taking ``share`` of the timing budget."""
-        call = self._timed_call(msg["seed"])
+        call, prepare = self._timed_call(msg["seed"])
         rule = TIMING_RULES["cuda" if self.device.startswith("cuda") else "cpu"]
         timings: dict[str, Any] = {}
         flags: dict[str, Any] = {}
@@ -193,11 +220,13 @@ class Session:
             flags[baseline] = backends.apply_baseline(baseline)
             self.integrity.flags_set(flags[baseline])
             timings[baseline] = timer.time_calls(call, self.device, rule, float(msg.get("share", 1.0)),
-                                                 msg.get("max_trials"))
+                                                 msg.get("max_trials"), prepare)
         return {"timing": timings, "flags": flags}
 
     def cmd_memory(self, msg: dict[str, Any]) -> dict[str, Any]:
-        return {"memory": memory.peak_bytes(self._timed_call(msg["seed"]), self.device)}
+        call, prepare = self._timed_call(msg["seed"])
+        prepare()
+        return {"memory": memory.peak_bytes(call, self.device)}
 
     # -- helpers --------------------------------------------------------------------------------------------------
 

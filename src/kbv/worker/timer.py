@@ -49,18 +49,21 @@ def _trial_count(estimate_ms: float, rule: TimingRule, share: float) -> tuple[in
 
 
 def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: float = 1.0,
-               max_trials: int | None = None) -> dict[str, Any]:
+               max_trials: int | None = None, prepare: Callable[[], None] | None = None) -> dict[str, Any]:
     """Time ``fn``: three estimate calls, warm-up, then individually timed trials with a cache flush before each.
 
     ``share`` is the fraction of the rule's budget and trial bounds this call takes (the parent interleaves several
-    calls of reference and candidate). Returns ``{"times_ms": [...], "warmup": n, "flush_bytes": b}``.
+    calls of reference and candidate). ``prepare`` runs before every call, outside the timed region (it loads
+    fresh input contents). Returns ``{"times_ms": [...], "warmup": n, "flush_bytes": b}``.
     """
     flush_bytes = int(rule.flush_l2_factor * cache_bytes(device))
     flush = torch.empty(flush_bytes // 4, dtype=torch.int32, device=device)
+    prepare = prepare or _no_sync
     if device.startswith("cuda"):
         sync = torch.cuda.synchronize
 
         def one() -> float:
+            prepare()
             flush.zero_()
             start = torch.cuda.Event(enable_timing=True)
             end = torch.cuda.Event(enable_timing=True)
@@ -74,6 +77,7 @@ def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: floa
         sync = _no_sync
 
         def one() -> float:
+            prepare()
             flush.fill_(1)
             t0 = _perf_counter_ns()
             fn()
@@ -84,6 +88,7 @@ def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: floa
     if max_trials is not None:
         trials = min(trials, max_trials)
     for _ in range(warmup):
+        prepare()
         fn()
     sync()
     return {"times_ms": [one() for _ in range(trials)], "warmup": warmup, "flush_bytes": flush_bytes}
