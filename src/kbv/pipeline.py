@@ -27,7 +27,11 @@ from kbv.protocol import (
 )
 from kbv.records import Record
 from kbv.refcache import ReferenceTimingCache, cache_key
+from kbv.sandbox import confine
 from kbv.sandbox.launch import Worker, WorkerFailure, WorkerSpec
+
+
+SANDBOX_BUILD_ROOT = Path("/var/tmp/kbv-sandbox-build")
 
 
 def default_cache_dir() -> Path:
@@ -49,6 +53,8 @@ class EvalOptions:
     cache_dir: Path = field(default_factory=default_cache_dir)
     timing_pairs: int | None = None  # fresh process pairs for timing (default: kbv.protocol.TIMING_RULES)
     speedup_bound: float = DEFAULT_SPEEDUP_BOUND  # speedups above this are flagged speedup_above_bound
+    sandbox: str = field(default_factory=lambda: os.environ.get("KBV_SANDBOX", "auto"))  # auto (when root) | off
+    protect: list[str] = field(default_factory=list)  # folders candidate workers see read-only (the results folder)
     reuse_reference_timing: bool = False  # opt in: reuse cached reference times (short re-measure, not interleaved)
     threads: int | None = None  # torch threads in workers; default 1 on the CPU (timings immune to other load)
     build_jobs: int | None = None
@@ -108,6 +114,44 @@ def _candidate_env(candidate: Candidate, device: str, gpu: int | None, options: 
     return env
 
 
+def candidate_spec(problem: Problem, candidate: Candidate, options: EvalOptions, device: str, gpu: int | None,
+                   scratch: Path, stage: str) -> WorkerSpec:
+    """A candidate worker's spec. When sandboxing, the candidate and problem files are copied into a private work
+    folder owned by the sandbox user, and the build folder is handed to that user too."""
+    work = scratch / f"{stage}-candidate"
+    work.mkdir(parents=True, exist_ok=True)
+    env = _candidate_env(candidate, device, gpu, options, work)
+    candidate_path, problem_path, confine_spec = str(candidate.path), str(problem.path), None
+    sandbox = confine.plan(options.sandbox)
+    ids = sandbox.get("ids")
+    if sandbox["requested"]:
+        import kbv
+
+        protected = [str(Path(kbv.__file__).resolve().parent), *options.protect]
+        confine_spec = {"network": True, "pid": True, "ids": [ids[0], ids[1]] if ids else None,
+                        "read_only": protected}
+    if ids is not None:
+        src = work / "src"
+        src.mkdir(exist_ok=True)
+        candidate_path = str(shutil.copy2(candidate.path, src / candidate.path.name))
+        problem_path = str(shutil.copy2(problem.path, src / problem.path.name))
+        build = Path(env["TORCH_EXTENSIONS_DIR"]).parent
+        if not confine.traversable(build.parent):  # e.g. a cache under /root: build somewhere the user can reach
+            build = SANDBOX_BUILD_ROOT / build.name
+            env["TORCH_EXTENSIONS_DIR"], env["TRITON_CACHE_DIR"] = str(build / "torch_extensions"), str(build / "triton")
+        build.mkdir(parents=True, exist_ok=True)
+        scratch.chmod(scratch.stat().st_mode | 0o001)  # the user may pass through the scratch folder, not list it
+        confine.hand_over(work, ids)
+        confine.hand_over(build, ids)
+        env["HOME"] = str(work)
+    return WorkerSpec(
+        role="candidate", device=device, problem_path=problem_path, profile=options.resolved_profile(device, problem),
+        precision=options.precision, mode=problem.mode, work_dir=work, log_path=scratch / f"{stage}-candidate.log",
+        candidate_path=candidate_path, unscaled=problem.unscaled_inputs, env=env,
+        threads=options.resolved_threads(device), confine=confine_spec,
+    )
+
+
 def _reference_env(device: str, gpu: int | None, work: Path) -> dict[str, str]:
     env = {"TMPDIR": str(work)}
     if device == "cpu":
@@ -165,18 +209,16 @@ class PairEvaluation:
     # -- workers --------------------------------------------------------------------------------------------------
 
     def _spec(self, role: str, stage: str) -> WorkerSpec:
+        if role == "candidate":
+            return candidate_spec(self.problem, self.candidate, self.options, self.device, self.gpu, self.scratch,
+                                  stage)
         work = self.scratch / f"{stage}-{role}"
         work.mkdir(parents=True, exist_ok=True)
-        if role == "candidate":
-            env = _candidate_env(self.candidate, self.device, self.gpu, self.options, work)
-        else:
-            env = _reference_env(self.device, self.gpu, work)
         return WorkerSpec(
             role=role, device=self.device, problem_path=str(self.problem.path), profile=self.profile,
             precision=self.options.precision, mode=self.problem.mode, work_dir=work,
-            log_path=self.scratch / f"{stage}-{role}.log",
-            candidate_path=str(self.candidate.path) if role == "candidate" else None,
-            unscaled=self.problem.unscaled_inputs, env=env, threads=self.options.resolved_threads(self.device),
+            log_path=self.scratch / f"{stage}-{role}.log", unscaled=self.problem.unscaled_inputs,
+            env=_reference_env(self.device, self.gpu, work), threads=self.options.resolved_threads(self.device),
         )
 
     # -- stages ---------------------------------------------------------------------------------------------------
@@ -341,6 +383,8 @@ class PairEvaluation:
 
     def _collect(self, worker: Worker) -> None:
         self.tamper[worker.spec.role] |= worker.tamper
+        if worker.spec.role == "candidate" and worker.isolation:
+            self.record.env.setdefault("isolation", {})["achieved"] = worker.isolation
 
     def _judge_integrity(self) -> None:
         """A candidate worker whose environment changed (beyond what a reference worker shows) broke a rule."""
@@ -582,8 +626,15 @@ class PairEvaluation:
         env["profile"] = self.profile
         env["protocol"] = self.options.protocol
         env["baselines"] = {b: dict(vars(BASELINES[b])) for b in PROTOCOLS[self.options.protocol]}
-        env["isolation"] = {"process": "fresh process per stage and role (fork server), own session and process "
-                            "group, private working and temporary folder", "candidate_user": os.geteuid()}
+        sandbox = confine.plan(self.options.sandbox)
+        ids = sandbox.get("ids")
+        env["isolation"] = {
+            "process": "fresh process per stage and role (fork server), own session and process group, private "
+                       "working and temporary folder",
+            "requested": ("network and PID namespaces" + (f", user {ids[2]}" if ids else ", root user"))
+            if sandbox["requested"] else "none",
+            "reason": sandbox.get("reason", ""),
+        }
         return env
 
 
@@ -591,15 +642,7 @@ def compile_candidate(problem: Problem, candidate: Candidate, options: EvalOptio
                       gpu: int | None = None) -> CompileResult:
     """The compile stage: import the candidate in a fresh worker (extension builds happen at import)."""
     scratch = Path(tempfile.mkdtemp(prefix="kbv-build-"))
-    work = scratch / "compile"
-    work.mkdir()
-    spec = WorkerSpec(
-        role="candidate", device=device, problem_path=str(problem.path),
-        profile=options.resolved_profile(device, problem),
-        precision=options.precision, mode=problem.mode, work_dir=work, log_path=scratch / "compile.log",
-        candidate_path=str(candidate.path), env=_candidate_env(candidate, device, gpu, options, work),
-        threads=options.resolved_threads(device),
-    )
+    spec = candidate_spec(problem, candidate, options, device, gpu, scratch, "compile")
     t0 = time.monotonic()
     deadline = t0 + options.build_timeout
     try:

@@ -16,7 +16,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Sequence
 
+import warnings
+
 from kbv import envinfo
+from kbv.sandbox import confine
 from kbv.candidates import Pair
 from kbv.pipeline import CompileResult, EvalOptions, PairEvaluation, compile_candidate
 from kbv.records import Record, RecordWriter, recorded_keys
@@ -81,6 +84,11 @@ def run_pairs(pairs: Sequence[Pair], options: EvalOptions, out: str | Path, *, r
     progress = progress or Progress()
     device = envinfo.resolve_device(options.device)
     out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    options = replace(options, protect=[*options.protect, str(out.resolve().parent)])
+    sandbox = confine.plan(options.sandbox)
+    if not sandbox["requested"] or sandbox.get("reason"):
+        warnings.warn(f"kbv: candidate isolation reduced: {sandbox.get('reason')}", stacklevel=2)
     writer = RecordWriter(out)
     done = recorded_keys(out) if resume else set()
     todo = [p for p in pairs if p.key not in done]

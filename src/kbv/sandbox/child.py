@@ -20,6 +20,7 @@ from typing import Any, Callable
 import torch
 
 from kbv import wire
+from kbv.sandbox import confine
 from kbv.protocol import BASELINES, DISTRIBUTIONS, TIMING_INPUT_SETS, TIMING_RULES
 from kbv.worker import backends, inputs, integrity, loading, memory, timer
 
@@ -269,6 +270,7 @@ def _isolate(spec: dict[str, Any]) -> None:
 
 def main(conn: Connection, spec: dict[str, Any]) -> None:
     _isolate(spec)
+    isolation = confine.confine(spec)  # namespaces and an unprivileged user, before any candidate code
     try:
         session = Session(spec)
     except BaseException as exc:  # the problem itself failed to load
@@ -277,7 +279,7 @@ def main(conn: Connection, spec: dict[str, Any]) -> None:
     handlers = {"import": session.cmd_import, "setup": session.cmd_setup, "forward": session.cmd_forward,
                 "judge": session.cmd_judge, "buffers": session.cmd_buffers, "time": session.cmd_time,
                 "memory": session.cmd_memory}
-    wire.send(conn, {"ok": True, "pid": os.getpid()})
+    wire.send(conn, {"ok": True, "pid": os.getpid(), "isolation": isolation})
     while True:
         try:
             msg = wire.recv(conn)

@@ -84,13 +84,14 @@ class WorkerSpec:
     unscaled: tuple[int, ...] = ()
     env: dict[str, str] | None = None
     threads: int | None = None
+    confine: dict[str, Any] | None = None  # what kbv.sandbox.confine should apply in the worker
 
     def as_message(self) -> dict[str, Any]:
         return {
             "role": self.role, "device": self.device, "problem_path": self.problem_path, "profile": self.profile,
             "precision": self.precision, "mode": self.mode, "work_dir": str(self.work_dir),
             "log_path": str(self.log_path), "candidate_path": self.candidate_path, "unscaled": list(self.unscaled),
-            "env": dict(self.env or {}), "threads": self.threads,
+            "env": dict(self.env or {}), "threads": self.threads, "confine": dict(self.confine or {}),
         }
 
 
@@ -112,7 +113,8 @@ class Worker:
         finally:
             _STARTING.worker = False
         child_conn.close()
-        self._expect(deadline)  # the hello: problem loaded, ready for commands
+        hello = self._expect(deadline)  # the hello: problem loaded, ready for commands
+        self.isolation: dict[str, Any] = hello.get("isolation") if isinstance(hello.get("isolation"), dict) else {}
 
     def __enter__(self) -> "Worker":
         return self

@@ -1,0 +1,211 @@
+"""Confining a candidate worker: its own network and PID namespaces, an unprivileged user, resource limits.
+
+Runs first thing in a freshly forked candidate worker (``child.main``), before any candidate code:
+
+Steps, in this order (each later one may need the privilege an earlier one keeps):
+
+1. a new **network namespace** (no interfaces but a down loopback): the candidate cannot open connections;
+2. a new **PID namespace**: the worker forks once more and the inner process, PID 1 of the namespace, serves the
+   stage while the outer one waits and passes on its exit status. When the inner process ends or is killed (the
+   parent kills the outer's process group, which holds both), the kernel kills everything left in the namespace,
+   so a grandchild that calls ``setsid()`` to escape cannot outlive the stage;
+3. a **mount namespace** in which the results folder and kbv's own package are read-only bind mounts, with
+   CAP_SYS_ADMIN given up so they cannot be remounted (this holds even where the worker must stay root);
+4. a dedicated **unprivileged user** (``kbv-sandbox``, created when missing, else ``nobody``): the candidate cannot
+   signal the evaluating process, write the results file or touch files it does not own; the parent prepares a
+   private work folder and build folder owned by that user and copies the candidate and problem files into it;
+5. **resource limits** that do not break CUDA (no address-space limit): no core files, a cap on processes.
+
+Each step needs root. Where a step is not possible the worker carries on with what it has and reports the
+isolation it achieved; the parent records that in every result's ``env.isolation`` and warns once.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import grp
+import os
+import pwd
+import resource
+import shutil
+import signal
+import subprocess
+from pathlib import Path
+from typing import Any
+
+SANDBOX_USER = "kbv-sandbox"
+CLONE_NEWNET = 0x40000000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNS = 0x00020000
+MS_RDONLY, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 32, 4096, 16384, 1 << 18
+CAP_SYS_ADMIN = 21
+PR_CAPBSET_DROP = 24
+MAX_PROCESSES = 4096  # per sandbox user (RLIMIT_NPROC counts every process of the user)
+
+
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+
+
+def _unshare(flags: int) -> bool:
+    return _libc().unshare(flags) == 0
+
+
+def _protect(paths: list[str]) -> list[str]:
+    """In a new mount namespace, make ``paths`` read-only bind mounts, then give up CAP_SYS_ADMIN so they cannot be
+    remounted: a worker that stays root still cannot write the results folder or kbv's own code."""
+    libc = _libc()
+    if libc.unshare(CLONE_NEWNS) != 0:
+        return []
+    if libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) != 0:
+        return []
+    done = []
+    for path in paths:
+        p = os.fsencode(path)
+        if os.path.exists(path) and libc.mount(p, p, None, MS_BIND | MS_REC, None) == 0 \
+                and libc.mount(None, p, None, MS_BIND | MS_REMOUNT | MS_RDONLY, None) == 0:
+            done.append(path)
+    _drop_capability(CAP_SYS_ADMIN)
+    return done
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+def _drop_capability(cap: int) -> bool:
+    """Remove one capability from the bounding, effective, permitted and inheritable sets of this process."""
+    libc = _libc()
+    libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
+    header = _CapHeader(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3
+    data = (_CapData * 2)()
+    if libc.capget(ctypes.byref(header), data) != 0:
+        return False
+    word, bit = divmod(cap, 32)
+    for field in ("effective", "permitted", "inheritable"):
+        setattr(data[word], field, getattr(data[word], field) & ~(1 << bit))
+    return libc.capset(ctypes.byref(header), data) == 0
+
+
+def sandbox_ids() -> tuple[int, int, str] | None:
+    """The uid and gid candidate workers run as, creating the dedicated user if we may; None if not root."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        entry = pwd.getpwnam(SANDBOX_USER)
+    except KeyError:
+        if shutil.which("useradd"):
+            subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", SANDBOX_USER],
+                           capture_output=True, timeout=30)
+        try:
+            entry = pwd.getpwnam(SANDBOX_USER)
+        except KeyError:
+            entry = pwd.getpwnam("nobody")
+    return entry.pw_uid, entry.pw_gid, entry.pw_name
+
+
+def runtime_readable() -> bool:
+    """Whether other users can reach this Python's standard library and packages: a worker that drops to the
+    sandbox user still imports modules lazily (a pyenv under a private /root, say, would break that)."""
+    import site
+    import sysconfig
+
+    paths = {Path(sysconfig.get_paths()["stdlib"]), Path(sysconfig.get_paths()["platstdlib"]),
+             *(Path(p) for p in site.getsitepackages())}
+    return all(traversable(p) for p in paths if p.exists())
+
+
+def plan(mode: str) -> dict[str, Any]:
+    """What confinement to ask of candidate workers: ``mode`` is ``auto`` (all that is possible) or ``off``."""
+    if mode == "off":
+        return {"requested": False, "reason": "sandbox turned off (--sandbox off / KBV_SANDBOX=off)"}
+    if os.geteuid() != 0:
+        return {"requested": False, "reason": "not root: namespaces and a user switch need root"}
+    out: dict[str, Any] = {"requested": True, "network": True, "pid": True, "ids": None}
+    # Also for a worker that drops to the sandbox user: kbv's own code stays read-only either way.
+    if runtime_readable():
+        out["ids"] = sandbox_ids()
+    else:
+        out["reason"] = "this Python's library is not readable by other users: workers stay root (in namespaces)"
+    return out
+
+
+def traversable(path: Path) -> bool:
+    """Whether every folder above ``path`` lets other users through (o+x)."""
+    for parent in [path, *path.parents]:
+        try:
+            if parent.exists() and not parent.stat().st_mode & 0o001:
+                return False
+        except OSError:
+            return False
+    return True
+
+
+def hand_over(path: Path, ids: tuple[int, int, str] | None) -> None:
+    """Give a folder (recursively) to the sandbox user."""
+    if ids is None:
+        return
+    uid, gid, _ = ids
+    for root, dirs, files in os.walk(path):
+        for name in [root, *(os.path.join(root, d) for d in dirs), *(os.path.join(root, f) for f in files)]:
+            try:
+                os.chown(name, uid, gid, follow_symlinks=False)
+            except OSError:
+                pass
+
+
+def confine(spec: dict[str, Any]) -> dict[str, Any]:
+    """Apply what ``spec["confine"]`` asks for; returns the isolation achieved. Only the inner process returns
+    (the outer one waits for it and exits with its status)."""
+    wanted = spec.get("confine") or {}
+    achieved: dict[str, Any] = {"network_namespace": False, "pid_namespace": False, "user": None,
+                                "read_only": []}
+    if not wanted:
+        return achieved
+    if wanted.get("network"):
+        achieved["network_namespace"] = _unshare(CLONE_NEWNET)
+    if wanted.get("pid") and _unshare(CLONE_NEWPID):
+        inner = os.fork()
+        if inner:
+            _wait_and_exit(inner)
+        achieved["pid_namespace"] = True
+    if wanted.get("read_only"):  # last of the privileged steps: it gives up CAP_SYS_ADMIN
+        achieved["read_only"] = _protect(list(wanted["read_only"]))
+    ids = wanted.get("ids")
+    if ids:
+        uid, gid = int(ids[0]), int(ids[1])
+        try:
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+            resource.setrlimit(resource.RLIMIT_NPROC, (MAX_PROCESSES, MAX_PROCESSES))
+            os.setgroups([])
+            os.setgid(gid)
+            os.setuid(uid)
+            achieved["user"] = pwd.getpwuid(uid).pw_name
+            achieved["group"] = grp.getgrgid(gid).gr_name
+        except (OSError, KeyError) as exc:
+            achieved["user_error"] = str(exc)
+    return achieved
+
+
+def _wait_and_exit(pid: int) -> None:
+    """Outer process: relay the inner process's fate. Signals aimed at the outer one reach the inner one first."""
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, lambda s, _f: os.kill(pid, s))
+    while True:
+        try:
+            _, status = os.waitpid(pid, 0)
+            break
+        except InterruptedError:
+            continue
+        except ChildProcessError:
+            os._exit(1)
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
+    os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
