@@ -286,5 +286,78 @@ def protocol_cmd() -> None:
     console.print(t)
 
 
+@main.command("roofline")
+@click.option("--problem", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--problems", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="A suite folder (level*/ subfolders) of problems.")
+@click.option("--device", "device_name", default="H200 SXM", show_default=True,
+              help="A registry or torch/nvidia-smi device name ('NVIDIA H200', 'NVIDIA H100 80GB HBM3', 'cpu', ...).")
+@click.option("--precision", type=click.Choice(list(protocol.PRECISIONS)), default="fp32", show_default=True)
+@click.option("--profile", default="default", show_default=True, help="Size profile (default: the default sizes).")
+@click.option("--fp32-matmul", type=click.Choice(["tf32", "ieee"]), default="tf32", show_default=True,
+              help="Roof for fp32 matmuls: tf32 (the verified baseline) or ieee (the standard one: the FP32 roof).")
+@click.option("--datasheet", is_flag=True, help="Ignore measured ceilings saved by `kbv calibrate`.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (an object for --problem, keyed by file for --problems).")
+def roofline_cmd(problem, problems, device_name, precision, profile, fp32_matmul, datasheet, as_json) -> None:
+    """Roofline bounds: FLOPs per precision, minimum bytes, intensity, regime and t_roofline on a device."""
+    from kbv import hardware, roofline
+    from kbv.pipeline import default_cache_dir
+
+    if bool(problem) == bool(problems):
+        raise click.UsageError("give --problem or --problems")
+    try:
+        ceilings = hardware.ceilings_for(device_name, default_cache_dir(), prefer_measured=not datasheet)
+    except KeyError as exc:
+        raise click.ClickException(str(exc.args[0])) from None
+    paths = [problem] if problem else [p.path for p in discover(problems)]
+    results: dict[Path, roofline.Roofline] = {}
+    for path in paths:
+        try:
+            counts = roofline.count(path, profile, precision, fp32_matmul=fp32_matmul)
+            results[path] = roofline.Roofline(counts, ceilings)
+        except Exception as exc:  # one problem that cannot be counted does not stop a suite
+            if problem:
+                raise click.ClickException(f"{path}: {type(exc).__name__}: {exc}") from None
+            console.print(f"[yellow]{path}: {type(exc).__name__}: {exc}[/]")
+    if as_json:
+        data = {str(p): r.to_json() for p, r in results.items()}
+        click.echo(json.dumps(data[str(problem)] if problem else data, indent=2))
+        return
+    table = Table(title=f"Roofline on {ceilings.name} ({ceilings.source} ceilings)")
+    for col in ("problem", "GFLOP", "MB", "FLOP/B", "regime", "t_roofline_ms", "notes"):
+        table.add_column(col, justify="left" if col in ("problem", "regime", "notes") else "right")
+    for path, r in results.items():
+        notes = ["launch-bound"] if r.launch_bound else []
+        notes += [r.counts.fallback] if r.counts.fallback else []
+        notes += ["uncounted: " + ", ".join(r.counts.uncounted)] if r.counts.uncounted else []
+        table.add_row(f"{path.parent.name}/{path.stem}", f"{r.total_flops / 1e9:.3f}", f"{r.bytes / 1e6:.1f}",
+                      f"{r.intensity:.2f}", r.regime, f"{r.t_roofline_ms:.4f}", "; ".join(notes) or "-")
+    console.print(table)
+
+
+@main.command("calibrate")
+@click.option("--device", "device_", default="auto", show_default=True, help="cpu, cuda, cuda:N or auto.")
+@click.option("--save/--no-save", default=True, show_default=True,
+              help="Save under $KBV_CACHE_DIR/ceilings.json, where `kbv roofline` and `kbv eval` prefer them.")
+@click.option("--json", "as_json", is_flag=True)
+def calibrate_cmd(device_, save, as_json) -> None:
+    """Measure achievable ceilings: a large matmul per precision and a device-to-device copy (median of runs)."""
+    import torch
+
+    from kbv import hardware
+    from kbv.pipeline import default_cache_dir
+
+    device = envinfo.resolve_device(device_) if device_ in ("auto", "cpu", "cuda") else device_
+    if device == "cpu":
+        torch.set_num_threads(1)  # kbv's CPU workers run single-threaded: measure the roof they can reach
+    measured = hardware.calibrate(device)
+    path = hardware.save_measured(measured, default_cache_dir()) if save else None
+    if as_json:
+        click.echo(json.dumps(measured.to_json(), indent=2))
+        return
+    console.print(f"{measured.name}: " + ", ".join(f"{k} {v / 1e12:.2f} TFLOP/s" for k, v in measured.flops.items())
+                  + f"; copy {measured.bandwidth / 1e9:.1f} GB/s" + (f" -> {path}" if path else ""))
+
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -246,6 +246,7 @@ class PairEvaluation:
                 t0 = time.monotonic()
                 self._performance()
                 self.record.wall_seconds["performance"] = round(time.monotonic() - t0, 3)
+                self._roofline()
             self._judge_integrity()
             if self.record.error is None:
                 self.record.stage = "done"
@@ -575,6 +576,34 @@ class PairEvaluation:
         if not comparison["passed"]:
             self.record.flags.append("timed_output_mismatch")
             self.record.verdict = worst_verdict(self.record.verdict, "incorrect")
+
+    def _roofline(self) -> None:
+        """The problem's roofline bound at the timed sizes and the attainment of each timed median (``roofline``).
+
+        Counted once per (problem source, profile, precision) in a fresh process on the meta device (the parent
+        never imports problem code) and cached under the cache folder; the ceilings are the device's measured ones
+        (``kbv calibrate``) where saved, else its datasheet's, and the section says which."""
+        from kbv import hardware, roofline
+
+        rec = self.record
+        try:
+            name = (rec.env.get("device") or {}).get("name") if self.device == "cuda" else "cpu"
+            ceilings = hardware.ceilings_for(name or "unknown", self.options.cache_dir)
+            counts = roofline.counts_cached(self.problem.path, self.profile, self.options.precision,
+                                            self.options.cache_dir)
+            roof = roofline.Roofline(counts, ceilings)
+        except Exception as exc:  # no ceilings for this device, or a problem that cannot be counted: no section
+            rec.roofline = {"error": f"{type(exc).__name__}: {exc}"}
+            return
+        if counts.profile != self.profile:  # counted at another size (a CPU fallback): the bound is not this one
+            rec.roofline = {"error": f"counted at profile {counts.profile!r}, timed at {self.profile!r}",
+                            "counted": roof.to_json()["counted"]}
+            return
+        rec.roofline = roof.record_section(rec.timing_ms)
+        # Flag only on a GPU: kbv's CPU runs use the small profile, whose data stays in the CPU's caches, and the
+        # CPU's ceilings are a placeholder unless calibrated, so S > 1 there is not a sign of skipped work.
+        if rec.roofline["above_roofline"] and self.device == "cuda":
+            rec.flags.append("above_roofline")
 
     def _timing_worker(self, role: str, deadline: float) -> Worker:
         """A fresh worker for timing, with the reference's initial state loaded (the reference loads it too, so

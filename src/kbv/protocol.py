@@ -132,6 +132,8 @@ FLAGS: Final = {
     "reference's did not: work left running past the call's end: rejected",
     "degenerate_output": "an output has a zero stride along a dimension longer than 1 (an expanded view) where the "
     "reference's has none: rejected",
+    "above_roofline": "a timed median beats the problem's roofline bound (attainment above 1): a counting bug or a "
+    "kernel that skips work, never a win; the names are in roofline.above_roofline",
     "speedup_above_bound": "a speedup above the configured bound (--speedup-bound): never reported unflagged",
     "timed_output_mismatch": "after timing, a call on fresh contents in the timed buffers gave wrong outputs "
     "(outputs cached or deferred across timed calls): incorrect",

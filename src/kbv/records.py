@@ -42,6 +42,7 @@ class Record:
     env: dict[str, Any] = field(default_factory=dict)
     wall_seconds: dict[str, float] = field(default_factory=dict)
     integrity: dict[str, Any] = field(default_factory=dict)  # what the candidate changed in its worker (tamper)
+    roofline: dict[str, Any] | None = None  # bound, ceilings and attainment (kbv.roofline)
     schema: str = SCHEMA
 
     def to_json(self) -> str:
