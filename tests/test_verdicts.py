@@ -101,7 +101,8 @@ def test_wrong_kernels_name_their_failure(records: dict[str, dict]) -> None:
 
 def test_correct_record_is_complete(records: dict[str, dict]) -> None:
     record = records["correct_torch.py"]
-    assert record["stage"] == "done" and record["flags"] == []
+    assert record["stage"] == "done" and record["flags"] == ["fallback"]  # plain PyTorch: a library fallback
+    assert record["fallback"]["library_share"] == 1.0
     for key in ("candidate_standard", "candidate_verified", "reference_standard", "reference_verified"):
         stats = record["timing_ms"][key]
         assert stats["median"] > 0 and stats["n"] >= 10 and stats["p25"] <= stats["median"] <= stats["p75"]

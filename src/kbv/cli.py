@@ -48,10 +48,11 @@ class BarProgress(Progress):
 
 
 def _options(device: str, protocol_: str, precision: str, timeout: float, build_timeout: float, trials: int,
-             profile: str, timing_pairs: int | None, speedup_bound: float) -> EvalOptions:
+             profile: str, timing_pairs: int | None, speedup_bound: float,
+             require_custom_kernels: bool = False) -> EvalOptions:
     return EvalOptions(device=device, protocol=protocol_, precision=precision, timeout=timeout,
                        build_timeout=build_timeout, trials=trials, profile=profile, timing_pairs=timing_pairs,
-                       speedup_bound=speedup_bound)
+                       speedup_bound=speedup_bound, require_custom_kernels=require_custom_kernels)
 
 
 def _eval_flags(f):  # shared flags of `eval` and `demo`
@@ -70,6 +71,8 @@ def _eval_flags(f):  # shared flags of `eval` and `demo`
                      help="Size profile: auto (small on CPU, default sizes on GPU), default, or a profile name."),
         click.option("--build-workers", type=int, default=None,
                      help="Parallel builds (default: the number of CPU cores)."),
+        click.option("--require-custom-kernels", is_flag=True, default=False,
+                     help="A correct kernel flagged fallback or partial_fallback gets the verdict rejected."),
         click.option("--speedup-bound", type=float, default=protocol.DEFAULT_SPEEDUP_BOUND, show_default=True,
                      help="Flag speedups above this (speedup_above_bound)."),
         click.option("--timing-pairs", type=int, default=None,
@@ -108,10 +111,11 @@ def main() -> None:
 @click.option("--resume", is_flag=True, help="Skip pairs already recorded in --out.")
 @_eval_flags
 def eval_cmd(problem, candidate, problems, candidates, out, resume, device, protocol_, precision, timeout,
-             build_timeout, trials, profile, build_workers, speedup_bound, timing_pairs) -> None:
+             build_timeout, trials, profile, build_workers, require_custom_kernels, speedup_bound,
+             timing_pairs) -> None:
     """Evaluate one candidate (--problem/--candidate) or a folder of them (--problems/--candidates)."""
     options = _options(device, protocol_, precision, timeout, build_timeout, trials, profile, timing_pairs,
-                       speedup_bound)
+                       speedup_bound, require_custom_kernels)
     if problem and candidate:
         pairs = [Pair(load_problem(problem), Candidate.from_path(candidate))]
     elif problems and candidates:
@@ -129,10 +133,10 @@ def eval_cmd(problem, candidate, problems, candidates, out, resume, device, prot
               show_default=True)
 @_eval_flags
 def demo(out, device, protocol_, precision, timeout, build_timeout, trials, profile, build_workers,
-         speedup_bound, timing_pairs) -> None:
+         require_custom_kernels, speedup_bound, timing_pairs) -> None:
     """Evaluate the bundled example candidates on the built-in suite and print the report."""
     options = _options(device, protocol_, precision, timeout, build_timeout, trials, profile, timing_pairs,
-                       speedup_bound)
+                       speedup_bound, require_custom_kernels)
     resolved = envinfo.resolve_device(device)
     examples = Path(str(resources.files("kbv") / "examples"))
     folders = [examples / "common", examples / resolved]

@@ -23,12 +23,13 @@ from kbv.candidates import Candidate
 from kbv.problems import Problem
 from kbv.protocol import (
     BASELINES, DISTRIBUTIONS, MEMORY_SLACK_BYTES, PROTOCOLS, REFERENCE_REMEASURE_TRIALS, TIMING_ROUNDS,
-    DEFAULT_SPEEDUP_BOUND, REJECTING_FLAGS, TIMING_RULES, TOLERANCES, worst_verdict,
+    DEFAULT_SPEEDUP_BOUND, FALLBACK_FLAGS, REJECTING_FLAGS, TIMING_RULES, TOLERANCES, worst_verdict,
 )
 from kbv.records import Record
 from kbv.refcache import ReferenceTimingCache, cache_key
 from kbv.sandbox import confine
 from kbv.sandbox.launch import Worker, WorkerFailure, WorkerSpec
+from kbv.worker import fallback as fallback_check
 
 
 SANDBOX_BUILD_ROOT = Path("/var/tmp/kbv-sandbox-build")
@@ -54,6 +55,7 @@ class EvalOptions:
     timing_pairs: int | None = None  # fresh process pairs for timing (default: kbv.protocol.TIMING_RULES)
     speedup_bound: float = DEFAULT_SPEEDUP_BOUND  # speedups above this are flagged speedup_above_bound
     sandbox: str = field(default_factory=lambda: os.environ.get("KBV_SANDBOX", "auto"))  # auto (when root) | off
+    require_custom_kernels: bool = False  # fallback / partial_fallback make a correct kernel "rejected"
     protect: list[str] = field(default_factory=list)  # folders candidate workers see read-only (the results folder)
     reuse_reference_timing: bool = False  # opt in: reuse cached reference times (short re-measure, not interleaved)
     threads: int | None = None  # torch threads in workers; default 1 on the CPU (timings immune to other load)
@@ -350,6 +352,8 @@ class PairEvaluation:
                                     result["status"] = "failed"
                                     result["reason"] = cmp["reason"]
                                     break
+                        if not any(r["status"] == "failed" for r in per_dist.values()):
+                            self._fallback_trial(reference, candidate, ref_call, cand_call, per_dist)
                         self._compare_buffers(ref_call(reference, {"cmd": "buffers"}),
                                               cand_call(candidate, {"cmd": "buffers"}))
                     except WorkerFailure as exc:
@@ -377,10 +381,36 @@ class PairEvaluation:
                 rec.standard_verdict = verdict
             return
         failed = [n for n, r in per_dist.items() if r["status"] == "failed"]
-        broken = set(rec.flags) & REJECTING_FLAGS
+        rejecting = REJECTING_FLAGS | (FALLBACK_FLAGS if options.require_custom_kernels else frozenset())
+        broken = set(rec.flags) & rejecting
         rec.verdict = "incorrect" if failed else "rejected" if broken else "correct"
         rec.correctness["failed_distributions"] = failed
         rec.standard_verdict = "correct" if std_results and all(std_results) else "incorrect"
+
+    def _fallback_trial(self, reference: Worker, candidate: Worker, ref_call: Callable[..., dict[str, Any]],
+                        cand_call: Callable[..., dict[str, Any]], per_dist: dict[str, dict[str, Any]]) -> None:
+        """One more D1 trial under the fallback recorder, judged like the others (a kernel that behaves differently
+        while profiled fails D1); the symbol route runs here in the parent, on the candidate's build folder."""
+        seed = secrets.randbits(63)
+        msg = {"cmd": "forward", "seed": seed, "distribution": "D1"}
+        ref_call(reference, msg)  # the same forward on the reference: BatchNorm buffers stay in step
+        reply = cand_call(candidate, msg | {"cmd": "fallback"})
+        judged = ref_call(reference, {"cmd": "judge", "candidate": reply, "precision": self.options.precision})
+        env = candidate.spec.env or {}
+        roots = [Path(env[k]) for k in ("TORCH_EXTENSIONS_DIR", "TRITON_CACHE_DIR") if env.get(k)]
+        modules = reply.get("modules") if isinstance(reply.get("modules"), dict) else {}
+        symbols = fallback_check.extension_symbols(roots, objects=[str(p) for p in modules.values()])
+        profile = reply.get("fallback") if isinstance(reply.get("fallback"), dict) else {}
+        verdict = fallback_check.classify(profile, symbols)
+        self.record.fallback = {k: verdict.get(k) for k in (
+            "library_share", "library_units", "own_units", "compute_ops", "own_calls", "libraries",
+            "library_symbols", "library_backed_modules", "mixed_modules", "unattributed_objects",
+            "no_work_observed", "thresholds")} | {"seed": seed, "aten_ops": profile.get("aten_ops", {}),
+                                                  "profiled_call_passed": bool(judged["comparison"]["passed"]),
+                                                  "symbol_errors": symbols.get("errors")}
+        self.record.flags.extend(verdict.get("flags", []))
+        if not judged["comparison"]["passed"]:
+            per_dist["D1"].update(status="failed", reason="profiled trial: " + str(judged["comparison"]["reason"]))
 
     def _collect(self, worker: Worker) -> None:
         self.tamper[worker.spec.role] |= worker.tamper

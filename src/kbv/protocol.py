@@ -132,6 +132,11 @@ FLAGS: Final = {
     "reference's did not: work left running past the call's end: rejected",
     "degenerate_output": "an output has a zero stride along a dimension longer than 1 (an expanded view) where the "
     "reference's has none: rejected",
+    "fallback": "the forward's work is library code (PyTorch/ATen ops, at::cpu::*/at::native::*, cuBLAS, cuDNN, "
+    "BLAS, oneDNN) with no own kernel beside it: library share >= kbv.worker.fallback.FALLBACK_THRESHOLDS"
+    "['fallback'] (details in the record's fallback field); rejected under --require-custom-kernels",
+    "partial_fallback": "own kernels ran and so did library compute (library share above FALLBACK_THRESHOLDS"
+    "['partial_fallback'] and below 'fallback'); rejected under --require-custom-kernels",
     "above_roofline": "a timed median beats the problem's roofline bound (attainment above 1): a counting bug or a "
     "kernel that skips work, never a win; the names are in roofline.above_roofline",
     "speedup_above_bound": "a speedup above the configured bound (--speedup-bound): never reported unflagged",
@@ -139,6 +144,9 @@ FLAGS: Final = {
     "(outputs cached or deferred across timed calls): incorrect",
     "skipped_distribution": "the problem declared a distribution not applicable; it is recorded as skipped",
 }
+
+# Flags that make a correct kernel "rejected" only under --require-custom-kernels.
+FALLBACK_FLAGS: Final = frozenset({"fallback", "partial_fallback"})
 
 # A speedup above this is flagged (KernelBench flags above 10x too); --speedup-bound changes it.
 DEFAULT_SPEEDUP_BOUND: Final = 10.0

@@ -43,6 +43,7 @@ class Record:
     wall_seconds: dict[str, float] = field(default_factory=dict)
     integrity: dict[str, Any] = field(default_factory=dict)  # what the candidate changed in its worker (tamper)
     roofline: dict[str, Any] | None = None  # bound, ceilings and attainment (kbv.roofline)
+    fallback: dict[str, Any] | None = None  # library share of the forward's work (kbv.worker.fallback)
     schema: str = SCHEMA
 
     def to_json(self) -> str:

@@ -22,7 +22,7 @@ import torch
 from kbv import wire
 from kbv.sandbox import confine
 from kbv.protocol import BASELINES, DISTRIBUTIONS, TIMING_INPUT_SETS, TIMING_RULES
-from kbv.worker import backends, inputs, integrity, loading, memory, timer
+from kbv.worker import backends, fallback, inputs, integrity, loading, memory, timer
 
 _Tensor = torch.Tensor
 _as_subclass = torch.Tensor.as_subclass
@@ -152,6 +152,21 @@ class Session:
             return {"structure": structure, "n_outputs": len(items), **usage}
         return {"structure": structure, "outputs": items, **usage}
 
+    def cmd_fallback(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Candidate role only: one forward (the parent's seed and distribution) under kbv.worker.fallback's
+        recorder. Replies like ``forward`` (the reference judges it) plus the raw profile; the parent classifies."""
+        if self.spec["role"] != "candidate":
+            raise RuntimeError("fallback: candidate role only")
+        assert self.model is not None
+        model, args = self.model, self._inputs(msg["seed"], msg["distribution"])
+        with torch.no_grad():
+            out, profile = fallback.profile_call(lambda: model(*args))
+        self._sync()
+        structure, items = _describe_output(out)
+        ext_dir = self.spec.get("env", {}).get("TORCH_EXTENSIONS_DIR")
+        return {"structure": structure, "outputs": items, "fallback": profile,
+                "modules": fallback.candidate_modules([ext_dir] if ext_dir else [])}
+
     def cmd_judge(self, msg: dict[str, Any]) -> dict[str, Any]:
         """Reference role only: compare a candidate's outputs (data relayed by the parent) with the kept ones."""
         if self.spec["role"] != "reference" or self.kept is None:
@@ -277,7 +292,7 @@ def main(conn: Connection, spec: dict[str, Any]) -> None:
         wire.send(conn, _error(exc))
         os._exit(1)
     handlers = {"import": session.cmd_import, "setup": session.cmd_setup, "forward": session.cmd_forward,
-                "judge": session.cmd_judge, "buffers": session.cmd_buffers, "time": session.cmd_time,
+                "judge": session.cmd_judge, "fallback": session.cmd_fallback, "buffers": session.cmd_buffers, "time": session.cmd_time,
                 "memory": session.cmd_memory}
     wire.send(conn, {"ok": True, "pid": os.getpid(), "isolation": isolation})
     while True:

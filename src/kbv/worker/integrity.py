@@ -29,7 +29,7 @@ _TIME_FUNCTIONS = ("perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns
 def _watched() -> dict[str, Callable[[], Any]]:
     import kbv.sandbox.child as child
     import kbv.wire as wire
-    from kbv.worker import inputs, loading, memory, timer
+    from kbv.worker import fallback, inputs, loading, memory, timer
 
     getters: dict[str, Callable[[], Any]] = {}
     for name in _TORCH_FUNCTIONS:
@@ -44,7 +44,7 @@ def _watched() -> dict[str, Callable[[], Any]]:
     getters["torch.cuda.synchronize"] = lambda: torch.cuda.synchronize
     getters["torch.cuda.Event.record"] = lambda: torch.cuda.Event.record
     getters["torch.cuda.Event.elapsed_time"] = lambda: torch.cuda.Event.elapsed_time
-    for module in (child, wire, inputs, loading, memory, timer, backends):
+    for module in (child, wire, inputs, loading, memory, timer, backends, fallback):
         for attr, value in vars(module).items():
             # every callable the module holds: its own functions and classes, and the references it captured
             # (time.perf_counter_ns as timer._perf_counter_ns, unbound tensor methods in wire, ...)
@@ -70,13 +70,33 @@ def _identity(value: Any) -> Any:
     return ("id", id(value))
 
 
+# torch rewraps these itself when torch._dynamo is first imported (which the fallback recorder or a candidate's
+# legitimate imports may trigger): they are compared through their __wrapped__ chain. Nothing else is unwrapped, so
+# a candidate's functools.wraps around torch.allclose is still a change.
+UNWRAPPED = frozenset({"torch.manual_seed"})
+
+
+def _unwrap(value: Any) -> Any:
+    for _ in range(8):
+        inner = getattr(value, "__wrapped__", None)
+        if inner is None:
+            break
+        value = inner
+    return value
+
+
 class Integrity:
     """The snapshot of one worker, and the comparison against it."""
 
     def __init__(self) -> None:
         self._getters = _watched()
-        self._identity = {name: _identity(get()) for name, get in self._getters.items()}
+        self._identity = {name: self._current(name, get) for name, get in self._getters.items()}
         self.expected_flags = backends.read_flags()
+
+    @staticmethod
+    def _current(name: str, get: Callable[[], Any]) -> Any:
+        value = get()
+        return _identity(_unwrap(value) if name in UNWRAPPED else value)
 
     def flags_set(self, flags: dict[str, Any]) -> None:
         """The worker itself changed the flags (a baseline): they are the new expectation."""
@@ -86,7 +106,7 @@ class Integrity:
         changed = []
         for name, get in self._getters.items():
             try:
-                if _identity(get()) != self._identity[name]:
+                if self._current(name, get) != self._identity[name]:
                     changed.append(name)
             except Exception:
                 changed.append(name)
