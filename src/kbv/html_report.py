@@ -12,12 +12,12 @@ from __future__ import annotations
 import base64
 import html
 import io
-import math
 import re
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from kbv.metrics import Decomposition, GroupSummary, RunComparison, speedup_of
+from kbv.metrics import Decomposition, GroupSummary, RunComparison, finite_number, speedup_of
+from kbv.report import human_bytes, pct, times
 from kbv.protocol import FAST_P_THRESHOLDS, VERDICT_PRECEDENCE
 
 CSS_PX_PER_INCH = 96
@@ -82,44 +82,27 @@ def esc(x: Any) -> str:
     return html.escape("" if x is None else str(x), quote=True)
 
 
-def _num(x: Any) -> float | None:
-    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) else None
 
 
-def pct(x: Any) -> str:
-    x = _num(x)
-    return "-" if x is None else f"{100 * x:.0f}%"
 
 
-def times(x: Any) -> str:
-    x = _num(x)
-    return "-" if x is None else f"{x:.2f}x"
 
 
 def signed_times(x: Any) -> str:
-    x = _num(x)
+    x = finite_number(x)
     return "-" if x is None else f"{x:+.2f}x"
 
 
 def signed_points(x: Any) -> str:
-    x = _num(x)
+    x = finite_number(x)
     return "-" if x is None else f"{100 * x:+.0f} pts"
 
 
 def plain(x: Any, digits: int = 2) -> str:
-    x = _num(x)
+    x = finite_number(x)
     return "-" if x is None else f"{x:.{digits}f}"
 
 
-def human_bytes(n: Any) -> str:
-    n = _num(n)
-    if n is None:
-        return "-"
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return "-"
 
 
 def pair(verified: str, standard: str) -> str:
@@ -288,7 +271,7 @@ def _speedup_cell(record: dict[str, Any], baseline: str) -> str:
     if value is None:
         return "-"
     entry = (record.get("speedup") or {}).get(baseline) or {}
-    low, high = _num(entry.get("ci_low")), _num(entry.get("ci_high"))
+    low, high = finite_number(entry.get("ci_low")), finite_number(entry.get("ci_high"))
     if low is not None and high is not None:
         return f"{value:.2f}x <span class=\"std\">[{low:.2f}, {high:.2f}]</span>"
     return f"{value:.2f}x"

@@ -70,6 +70,11 @@ FAMILIES: tuple[tuple[str, tuple[str, ...]], ...] = (
 # Record accessors
 
 
+def finite_number(x: Any) -> float | None:
+    """A finite float from a record value, else None (bools, strings such as "inf", missing values)."""
+    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) else None
+
+
 def speedup_of(record: dict[str, Any] | None, baseline: str) -> float | None:
     entry = ((record or {}).get("speedup") or {}).get(baseline)
     if not isinstance(entry, dict):

@@ -20,6 +20,7 @@ from kbv.metrics import (
     one_per_problem,
     roofline_of,
 )
+from kbv.metrics import finite_number
 from kbv.metrics import speedup_of as _speedup_of
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -111,8 +112,6 @@ def _speedup(record: dict[str, Any], baseline: str) -> float | None:
     return value if value is not None and math.isfinite(value) else None
 
 
-def _number(x: Any) -> float | None:
-    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) else None
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -205,7 +204,7 @@ def speedup_vs_memory(comparison: RunComparison) -> Figure | None:
         points = []
         for r in _chosen(comparison, run):
             mem = r.get("memory_bytes") if isinstance(r.get("memory_bytes"), dict) else {}
-            cand, ref = _number(mem.get("candidate_peak")), _number(mem.get("reference_peak"))
+            cand, ref = finite_number(mem.get("candidate_peak")), finite_number(mem.get("reference_peak"))
             s = _speedup(r, "verified")
             if is_correct(r, "verified") and s is not None and cand and ref and cand > 0 and ref > 0:
                 points.append((ref / cand, s))
@@ -243,7 +242,7 @@ def roofline(comparison: RunComparison) -> Figure | None:
     for run in comparison.runs:
         points = []
         for r in _chosen(comparison, run):
-            intensity, attainment = _number(roofline_of(r).get("intensity")), attainment_of(r)
+            intensity, attainment = finite_number(roofline_of(r).get("intensity")), attainment_of(r)
             if intensity is not None and intensity > 0 and attainment is not None and math.isfinite(attainment):
                 points.append((intensity, attainment, is_correct(r, "verified"), roofline_of(r).get("regime")))
         if points:

@@ -11,18 +11,20 @@ from typing import Any, Callable
 from rich.console import Console
 from rich.table import Table
 
-from kbv.metrics import Decomposition, GroupSummary, RunComparison, speedup_of
+from kbv.metrics import Decomposition, GroupSummary, RunComparison, finite_number, speedup_of
 from kbv.protocol import FAST_P_THRESHOLDS
 
 _STYLE = {"correct": "green", "incorrect": "red", "rejected": "magenta", "compile_error": "yellow",
           "runtime_error": "yellow", "timeout": "yellow"}
 
 
-def pct(x: float | None) -> str:
+def pct(x: Any) -> str:
+    x = finite_number(x)
     return "-" if x is None else f"{100 * x:.0f}%"
 
 
-def times(x: float | None) -> str:
+def times(x: Any) -> str:
+    x = finite_number(x)
     return "-" if x is None else f"{x:.2f}x"
 
 
@@ -31,7 +33,8 @@ def signed(x: float | None, fmt: Callable[[float], str]) -> str:
 
 
 def human_bytes(n: Any) -> str:
-    if not isinstance(n, (int, float)):
+    n = finite_number(n)
+    if n is None:
         return "-"
     for unit in ("B", "KiB", "MiB", "GiB"):
         if abs(n) < 1024 or unit == "GiB":
