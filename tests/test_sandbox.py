@@ -135,3 +135,31 @@ def test_isolation_is_recorded_in_every_result() -> None:
         assert isolation["achieved"]["network_namespace"] and isolation["achieved"]["pid_namespace"]
     else:
         assert isolation["requested"] == "none" and isolation["reason"]
+
+
+def test_cuda_probe_drops_only_the_layers_under_which_cuda_fails(monkeypatch) -> None:
+    """The probe logic (the CUDA part itself runs on the GPU machine): a layer that breaks CUDA alone is dropped and
+    named; layers that work alone but not together are all dropped; a working full spec is kept whole."""
+    from kbv.sandbox import probe
+
+    full = {"network": True, "pid": True, "read_only": ["/x"], "ids": [1, 1]}
+    calls: list[tuple[str, ...]] = []
+
+    def fake(breaks):
+        def run(spec, env):
+            calls.append(tuple(sorted(spec)))
+            return (not breaks(spec), "RuntimeError: error 304")
+        return run
+
+    monkeypatch.setattr(probe, "_run", fake(lambda s: "ids" in s))
+    kept, notes = probe.usable_layers(full)
+    assert kept == {"network": True, "pid": True, "read_only": ["/x"]}
+    assert len(notes) == 1 and notes[0].startswith("ids: dropped") and "304" in notes[0]
+
+    monkeypatch.setattr(probe, "_run", fake(lambda s: len(s) > 1))
+    kept, notes = probe.usable_layers(full)
+    assert kept == {} and "not together" in notes[-1]
+
+    calls.clear()
+    monkeypatch.setattr(probe, "_run", fake(lambda s: False))
+    assert probe.usable_layers(full) == (full, []) and len(calls) == 1

@@ -124,14 +124,15 @@ def candidate_spec(problem: Problem, candidate: Candidate, options: EvalOptions,
     work.mkdir(parents=True, exist_ok=True)
     env = _candidate_env(candidate, device, gpu, options, work)
     candidate_path, problem_path, confine_spec = str(candidate.path), str(problem.path), None
-    sandbox = confine.plan(options.sandbox)
+    sandbox = confine.plan(options.sandbox, device)
     ids = sandbox.get("ids")
     if sandbox["requested"]:
         import kbv
 
         protected = [str(Path(kbv.__file__).resolve().parent), *options.protect]
-        confine_spec = {"network": True, "pid": True, "ids": [ids[0], ids[1]] if ids else None,
-                        "read_only": protected}
+        confine_spec = {"network": sandbox["network"], "pid": sandbox["pid"],
+                        "ids": [ids[0], ids[1]] if ids else None,
+                        "read_only": protected if sandbox["read_only"] else None}
     if ids is not None:
         src = work / "src"
         src.mkdir(exist_ok=True)
@@ -685,12 +686,15 @@ class PairEvaluation:
         env["profile"] = self.profile
         env["protocol"] = self.options.protocol
         env["baselines"] = {b: dict(vars(BASELINES[b])) for b in PROTOCOLS[self.options.protocol]}
-        sandbox = confine.plan(self.options.sandbox)
+        sandbox = confine.plan(self.options.sandbox, self.device)
         ids = sandbox.get("ids")
         env["isolation"] = {
             "process": "fresh process per stage and role (fork server), own session and process group, private "
                        "working and temporary folder",
-            "requested": ("network and PID namespaces" + (f", user {ids[2]}" if ids else ", root user"))
+            "requested": ", ".join([*(name for key, name in (("network", "network namespace"),
+                                                              ("pid", "PID namespace"),
+                                                              ("read_only", "read-only kbv and results"))
+                                       if sandbox.get(key)), f"user {ids[2]}" if ids else "root user"])
             if sandbox["requested"] else "none",
             "reason": sandbox.get("reason", ""),
         }

@@ -86,7 +86,7 @@ def run_pairs(pairs: Sequence[Pair], options: EvalOptions, out: str | Path, *, r
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     options = replace(options, protect=[*options.protect, str(out.resolve().parent)])
-    sandbox = confine.plan(options.sandbox)
+    sandbox = confine.plan(options.sandbox, device)
     if not sandbox["requested"] or sandbox.get("reason"):
         warnings.warn(f"kbv: candidate isolation reduced: {sandbox.get('reason')}", stacklevel=2)
     writer = RecordWriter(out)

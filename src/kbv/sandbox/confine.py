@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import grp
 import os
 import pwd
@@ -120,18 +121,39 @@ def runtime_readable() -> bool:
     return all(traversable(p) for p in paths if p.exists())
 
 
-def plan(mode: str) -> dict[str, Any]:
-    """What confinement to ask of candidate workers: ``mode`` is ``auto`` (all that is possible) or ``off``."""
+def plan(mode: str, device: str = "cpu") -> dict[str, Any]:
+    """What confinement to ask of candidate workers: ``mode`` is ``auto`` (all that is possible) or ``off``. On a
+    CUDA device each layer is probed first (``kbv.sandbox.probe``); layers under which CUDA fails are dropped, loudly:
+    the reason is in the plan and so in every record's ``env.isolation``."""
+    return dict(_plan(mode, "cuda" if str(device).startswith("cuda") else "cpu"))
+
+
+@functools.lru_cache(maxsize=None)
+def _plan(mode: str, device: str) -> dict[str, Any]:
     if mode == "off":
         return {"requested": False, "reason": "sandbox turned off (--sandbox off / KBV_SANDBOX=off)"}
     if os.geteuid() != 0:
         return {"requested": False, "reason": "not root: namespaces and a user switch need root"}
-    out: dict[str, Any] = {"requested": True, "network": True, "pid": True, "ids": None}
+    out: dict[str, Any] = {"requested": True, "network": True, "pid": True, "read_only": True, "ids": None}
+    reasons: list[str] = []
     # Also for a worker that drops to the sandbox user: kbv's own code stays read-only either way.
     if runtime_readable():
         out["ids"] = sandbox_ids()
     else:
-        out["reason"] = "this Python's library is not readable by other users: workers stay root (in namespaces)"
+        reasons.append("this Python's library is not readable by other users: workers stay root (in namespaces)")
+    if device == "cuda":
+        from kbv.sandbox import probe
+
+        full = {k: out[k] for k in probe.LAYERS if out[k]}
+        full["read_only"] = [str(Path(__file__).resolve().parents[1])] if full.get("read_only") else None
+        kept, notes = probe.usable_layers({k: v for k, v in full.items() if v})
+        for layer in probe.LAYERS:
+            if layer not in kept and out.get(layer):
+                out[layer] = None if layer == "ids" else False
+        reasons.extend(notes)
+        out["requested"] = any(out[k] for k in probe.LAYERS)
+    if reasons:
+        out["reason"] = "; ".join(reasons)
     return out
 
 
