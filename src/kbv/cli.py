@@ -363,5 +363,10 @@ def calibrate_cmd(device_, save, as_json) -> None:
                   + f"; copy {measured.bandwidth / 1e9:.1f} GB/s" + (f" -> {path}" if path else ""))
 
 
+from kbv.cli_trace import trace_cmd  # noqa: E402
+
+main.add_command(trace_cmd)
+
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,0 +1,91 @@
+"""``kbv trace``: capture a ``kbv.trace/1`` file from a shipped recipe or a ``module:function`` entry point."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from kbv import envinfo
+
+console = Console(width=None if sys.stdout.isatty() else 200)
+TOP = 10  # rows per table in the summary
+
+
+def _shapes(specs: list[dict[str, Any]]) -> str:
+    return " ".join("x".join(map(str, s["shape"])) or "()" for s in specs) + (
+        f" {specs[0]['dtype']}" if specs else "")
+
+
+def print_summary(trace: dict[str, Any], out: Console, top: int = TOP) -> None:
+    """The top ops and modules of each phase by attributed time."""
+    unit = "device" if trace["time_source"] == "device" else "CPU (estimate)"
+    for phase, data in trace["phases"].items():
+        total, label = data["total_us"] or 1.0, escape(f"{trace['recipe']} [{phase}]")
+        t = Table(title=f"{label} ops: {data['total_us'] / 1e3:.2f} ms {unit} over "
+                        f"{data['steps']} step(s), {len(data['ops'])} signatures")
+        for col in ("op", "inputs", "calls", "ms", "share", "args"):
+            t.add_column(col, justify="right" if col in ("calls", "ms", "share") else "left")
+        for op in data["ops"][:top]:
+            t.add_row(f"{op['op']}.{op['overload'] or '?'}", _shapes(op["inputs"]), str(op["calls"]),
+                      f"{op['time_us'] / 1e3:.3f}", f"{op['time_us'] / total:.1%}",
+                      "yes" if op["args"] is not None else "[yellow]none[/]")
+        out.print(t)
+        t = Table(title=f"{label} modules (nested modules each count their time)")
+        for col in ("kind", "params", "inputs", "extra", "calls", "ms", "share"):
+            t.add_column(col, justify="right" if col in ("calls", "ms", "share") else "left")
+        for m in data["modules"][:top]:
+            t.add_row(m["kind"], ", ".join(f"{k}={v}" for k, v in m["params"].items()), _shapes(m["inputs"]),
+                      ", ".join(f"{k}={v}" for k, v in m["extra_args"].items()) or "-", str(m["calls"]),
+                      f"{m['time_us'] / 1e3:.3f}", f"{m['time_us'] / total:.1%}")
+        out.print(t)
+
+
+@click.command("trace")
+@click.argument("target", required=False)
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Where to write the trace (JSON).")
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
+@click.option("--size", type=click.Choice(["full", "tiny"]), default="full", show_default=True,
+              help="full: the real widths (2 layers); tiny: the same code at toy sizes (CPU tests).")
+@click.option("--prefill-tokens", type=int, default=None, help="LLM prompt length (default 2048; tiny 16).")
+@click.option("--steps-decode", type=int, default=None, help="LLM decode steps (default 16; tiny 3).")
+@click.option("--batch", type=int, default=None, help="LLM decode batch (default 8) or ViT images (default 32).")
+@click.option("--list", "list_", is_flag=True, help="List the shipped recipes and exit.")
+def trace_cmd(target, out, device, size, prefill_tokens, steps_decode, batch, list_) -> None:
+    """Profile TARGET (a recipe name or module:function) eagerly and write where its time goes, per phase.
+
+    Per aten op call signature (exact args) and per fusable module (rmsnorm, rotary, attention, gated_mlp, moe,
+    layernorm, mlp): calls and time (kernel time on CUDA, CPU self time on the CPU). Format: docs/formats.md.
+    """
+    from kbv.trace import build_workload, capture
+    from kbv.trace.recipes import LM_DEFAULTS, RECIPES, VIT_DEFAULTS
+
+    if list_:
+        for name, fn in RECIPES.items():
+            defaults = VIT_DEFAULTS if name.startswith("vit") else LM_DEFAULTS
+            console.print(f"[bold]{name}[/]: {(fn.__doc__ or '').strip()}\n    full {defaults['full']}; "
+                          f"tiny {defaults['tiny']}", highlight=False)
+        return
+    if not target or not out:
+        raise click.UsageError("give a recipe (or module:function) and --out, or --list")
+    try:
+        resolved = envinfo.resolve_device(device)
+    except RuntimeError as exc:
+        raise click.ClickException(str(exc)) from None
+    overrides = {"prefill_tokens": prefill_tokens, "decode_steps": steps_decode, "batch": batch}
+    try:
+        workload = build_workload(target, resolved, size, **overrides)
+    except (ValueError, TypeError, ImportError, AttributeError) as exc:
+        raise click.ClickException(f"{target}: {type(exc).__name__}: {exc}") from None
+    console.print(f"kbv trace: {target} ({size}) on {resolved}: {len(workload.steps)} steps")
+    trace = capture(workload, target, size, resolved)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(trace, indent=1, allow_nan=False, default=str) + "\n")
+    print_summary(trace, console)
+    console.print(f"trace -> {out}")
