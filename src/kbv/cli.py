@@ -367,6 +367,10 @@ from kbv.cli_trace import trace_cmd  # noqa: E402
 
 main.add_command(trace_cmd)
 
+from kbv.cli_lint import lint_cmd  # noqa: E402
+
+main.add_command(lint_cmd)
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -4,13 +4,14 @@ import torch.nn.functional as F
 
 
 class Model(nn.Module):
-    """Mean cross-entropy loss of logits against class indices."""
+    """Per-sample cross-entropy loss of logits against class indices (a batch mean would be nearly the same number
+    for every draw of torch.rand logits, so a constant could pass)."""
 
     def __init__(self):
         super().__init__()
 
     def forward(self, predictions: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        return F.cross_entropy(predictions, targets)
+        return F.cross_entropy(predictions, targets, reduction="none")
 
 
 batch_size = 16384

@@ -4,13 +4,14 @@ import torch.nn.functional as F
 
 
 class Model(nn.Module):
-    """Batch-mean KL divergence between two row-wise probability distributions."""
+    """Per-row KL divergence between two row-wise probability distributions (a batch mean would be nearly the same
+    number for every draw, so a constant could pass)."""
 
     def __init__(self):
         super().__init__()
 
     def forward(self, predictions: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        return F.kl_div(torch.log(predictions), targets, reduction="batchmean")
+        return F.kl_div(torch.log(predictions), targets, reduction="none").sum(dim=-1)
 
 
 batch_size = 4096
