@@ -371,6 +371,11 @@ from kbv.cli_lint import lint_cmd  # noqa: E402
 
 main.add_command(lint_cmd)
 
+from kbv.cli_suite import import_atrex_cmd, suite  # noqa: E402
+
+main.add_command(suite)
+main.add_command(import_atrex_cmd)
+
 
 if __name__ == "__main__":
     sys.exit(main())
