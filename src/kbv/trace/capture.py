@@ -392,6 +392,22 @@ def join(timed: list[TimedCall], signatures: list[Signature]) -> list[tuple[Time
             paired.update({id(t): s for t, s in zip(group, sigs)})
         elif sigs and len({_sig_id(s) for s in sigs}) == 1:
             paired.update({id(t): sigs[0] for t in group})
+    # Where the profiler recorded no shapes for an op (seen with torch 2.11 on CUDA: empty input_shapes), pair
+    # that op's calls by order instead: both passes run the same steps, so the k-th call of an op in a phase is
+    # the same call in both, provided both saw the op equally often (otherwise those calls stay unreproducible).
+    by_name: dict[str, list[Signature]] = defaultdict(list)
+    for s in signatures:
+        by_name[s.op].append(s)
+    timed_by_name: dict[str, list[TimedCall]] = defaultdict(list)
+    for t in timed:
+        if t.dispatch_level:
+            timed_by_name[t.name].append(t)
+    for name, group in timed_by_name.items():
+        if any(id(t) in paired for t in group) or any(t.key for t in group):
+            continue
+        sigs = by_name.get(name, [])
+        if len(sigs) == len(group):
+            paired.update({id(t): s for t, s in zip(group, sigs)})
     return [(t, paired.get(id(t))) for t in timed]
 
 
