@@ -23,7 +23,14 @@ def test_cuda_load_inline_candidate_builds_and_is_correct() -> None:
     assert record.timing_ms["gpu_clocks"]["start"] and record.timing_ms["flush_bytes"] >= 2 * 50 * 2**20
     assert record.memory_bytes["method"] == "torch.cuda.max_memory_allocated"
     assert record.memory_bytes["candidate_peak"] > 0 and record.memory_bytes["reference_peak"] > 0
+    assert record.memory_bytes["candidate_device_in_use"] > 0 and record.memory_bytes["reference_device_in_use"] > 0
     assert record.timing_ms["candidate_verified"]["n"] >= 100
+    # the GPU fallback route: its own kernel did the work, by device time; honest kernels carry no flag
+    gpu = record.fallback["gpu"]
+    assert record.fallback["decided_by"] == "gpu device time" and gpu["own_us"] > 0, gpu
+    assert gpu["library_share_time"] == 0.0 and not {"fallback", "partial_fallback"} & set(record.flags), gpu
+    assert record.correctness["poison"]["passed"] and record.correctness["poison"]["identical"]
+    assert not record.correctness["precision"]["low"], record.correctness["precision"]
 
 
 def test_illegal_memory_access_is_survived(tmp_path) -> None:
@@ -49,3 +56,9 @@ def test_tf32_baseline_is_faster_for_fp32_matmul_and_self_speedup_is_one(tmp_pat
     flags = record.env["baseline_flags"]["reference"]
     assert flags["verified"]["cuda.matmul.allow_tf32"] is True
     assert flags["standard"]["cuda.matmul.allow_tf32"] is False
+    # PyTorch's own matmul is a fallback by GPU time (cuBLAS or nvjet kernels launched under aten::mm)
+    gpu = record.fallback["gpu"]
+    assert "fallback" in record.flags and gpu["library_share_time"] == 1.0 and gpu["own_us"] == 0.0, gpu
+    # the precision check: the reference's own TF32 error is the yardstick, so the reference is not low precision
+    assert not record.correctness["precision"]["low"], record.correctness["precision"]
+    assert record.correctness["precision"]["outputs"][0]["verified_error"] > 1e-5  # TF32 is visible against fp64

@@ -49,10 +49,11 @@ class BarProgress(Progress):
 
 def _options(device: str, protocol_: str, precision: str, timeout: float, build_timeout: float, trials: int,
              profile: str, timing_pairs: int | None, speedup_bound: float,
-             require_custom_kernels: bool = False) -> EvalOptions:
+             require_custom_kernels: bool = False, strict_precision: bool = False) -> EvalOptions:
     return EvalOptions(device=device, protocol=protocol_, precision=precision, timeout=timeout,
                        build_timeout=build_timeout, trials=trials, profile=profile, timing_pairs=timing_pairs,
-                       speedup_bound=speedup_bound, require_custom_kernels=require_custom_kernels)
+                       speedup_bound=speedup_bound, require_custom_kernels=require_custom_kernels,
+                       strict_precision=strict_precision)
 
 
 def _eval_flags(f):  # shared flags of `eval` and `demo`
@@ -73,6 +74,8 @@ def _eval_flags(f):  # shared flags of `eval` and `demo`
                      help="Parallel builds (default: the number of CPU cores)."),
         click.option("--require-custom-kernels", is_flag=True, default=False,
                      help="A correct kernel flagged fallback or partial_fallback gets the verdict rejected."),
+        click.option("--strict-precision", is_flag=True, default=False,
+                     help="A correct kernel flagged low_precision (float64 check) gets the verdict rejected."),
         click.option("--speedup-bound", type=float, default=protocol.DEFAULT_SPEEDUP_BOUND, show_default=True,
                      help="Flag speedups above this (speedup_above_bound)."),
         click.option("--timing-pairs", type=int, default=None,
@@ -111,11 +114,11 @@ def main() -> None:
 @click.option("--resume", is_flag=True, help="Skip pairs already recorded in --out.")
 @_eval_flags
 def eval_cmd(problem, candidate, problems, candidates, out, resume, device, protocol_, precision, timeout,
-             build_timeout, trials, profile, build_workers, require_custom_kernels, speedup_bound,
+             build_timeout, trials, profile, build_workers, require_custom_kernels, strict_precision, speedup_bound,
              timing_pairs) -> None:
     """Evaluate one candidate (--problem/--candidate) or a folder of them (--problems/--candidates)."""
     options = _options(device, protocol_, precision, timeout, build_timeout, trials, profile, timing_pairs,
-                       speedup_bound, require_custom_kernels)
+                       speedup_bound, require_custom_kernels, strict_precision)
     if problem and candidate:
         pairs = [Pair(load_problem(problem), Candidate.from_path(candidate))]
     elif problems and candidates:
@@ -133,10 +136,10 @@ def eval_cmd(problem, candidate, problems, candidates, out, resume, device, prot
               show_default=True)
 @_eval_flags
 def demo(out, device, protocol_, precision, timeout, build_timeout, trials, profile, build_workers,
-         require_custom_kernels, speedup_bound, timing_pairs) -> None:
+         require_custom_kernels, strict_precision, speedup_bound, timing_pairs) -> None:
     """Evaluate the bundled example candidates on the built-in suite and print the report."""
     options = _options(device, protocol_, precision, timeout, build_timeout, trials, profile, timing_pairs,
-                       speedup_bound, require_custom_kernels)
+                       speedup_bound, require_custom_kernels, strict_precision)
     resolved = envinfo.resolve_device(device)
     examples = Path(str(resources.files("kbv") / "examples"))
     folders = [examples / "common", examples / resolved]

@@ -23,7 +23,8 @@ from kbv.candidates import Candidate
 from kbv.problems import Problem
 from kbv.protocol import (
     BASELINES, DISTRIBUTIONS, MEMORY_SLACK_BYTES, PROTOCOLS, REFERENCE_REMEASURE_TRIALS, TIMING_ROUNDS,
-    DEFAULT_SPEEDUP_BOUND, FALLBACK_FLAGS, REJECTING_FLAGS, TIMING_RULES, TOLERANCES, worst_verdict,
+    DEFAULT_SPEEDUP_BOUND, DEVICE_IN_USE_SLACK_BYTES, FALLBACK_FLAGS, GUARD_BYTES, POISON_BYTES, PRECISION_CHECK, PRECISION_FLAGS,
+    REJECTING_FLAGS, TIMING_RULES, TOLERANCES, WALL_CLOCK_MARGIN, worst_verdict,
 )
 from kbv.records import Record
 from kbv.refcache import ReferenceTimingCache, cache_key
@@ -56,6 +57,7 @@ class EvalOptions:
     speedup_bound: float = DEFAULT_SPEEDUP_BOUND  # speedups above this are flagged speedup_above_bound
     sandbox: str = field(default_factory=lambda: os.environ.get("KBV_SANDBOX", "auto"))  # auto (when root) | off
     require_custom_kernels: bool = False  # fallback / partial_fallback make a correct kernel "rejected"
+    strict_precision: bool = False  # low_precision makes a correct kernel "rejected"
     protect: list[str] = field(default_factory=list)  # folders candidate workers see read-only (the results folder)
     reuse_reference_timing: bool = False  # opt in: reuse cached reference times (short re-measure, not interleaved)
     threads: int | None = None  # torch threads in workers; default 1 on the CPU (timings immune to other load)
@@ -117,7 +119,7 @@ def _candidate_env(candidate: Candidate, device: str, gpu: int | None, options: 
 
 
 def candidate_spec(problem: Problem, candidate: Candidate, options: EvalOptions, device: str, gpu: int | None,
-                   scratch: Path, stage: str) -> WorkerSpec:
+                   scratch: Path, stage: str, shape: dict[str, Any] | None = None) -> WorkerSpec:
     """A candidate worker's spec. When sandboxing, the candidate and problem files are copied into a private work
     folder owned by the sandbox user, and the build folder is handed to that user too."""
     work = scratch / f"{stage}-candidate"
@@ -151,7 +153,7 @@ def candidate_spec(problem: Problem, candidate: Candidate, options: EvalOptions,
         role="candidate", device=device, problem_path=problem_path, profile=options.resolved_profile(device, problem),
         precision=options.precision, mode=problem.mode, work_dir=work, log_path=scratch / f"{stage}-candidate.log",
         candidate_path=candidate_path, unscaled=problem.unscaled_inputs, env=env,
-        threads=options.resolved_threads(device), confine=confine_spec,
+        threads=options.resolved_threads(device), confine=confine_spec, stage=stage, shape=shape,
     )
 
 
@@ -176,6 +178,32 @@ def _timing_summary(groups: list[list[float]]) -> dict[str, Any]:
                                       "rounds": TIMING_ROUNDS}
 
 
+def _same_outputs(a: dict[str, Any], b: dict[str, Any]) -> tuple[bool, float | None]:
+    """Whether two candidate replies hold the same output bits (NaN equal to NaN), and the largest difference."""
+    import torch
+
+    items_a, items_b = a.get("outputs", []), b.get("outputs", [])
+    if len(items_a) != len(items_b):
+        return False, None
+    same, worst = True, 0.0
+    for x, y in zip(items_a, items_b):
+        tx, ty = x.get("tensor"), y.get("tensor")
+        if not isinstance(tx, torch.Tensor) or not isinstance(ty, torch.Tensor):
+            continue
+        if tx.shape != ty.shape or tx.dtype != ty.dtype:
+            return False, None
+        if torch.equal(tx, ty):
+            continue
+        if tx.is_floating_point():
+            both_nan = torch.isnan(tx) & torch.isnan(ty)
+            if bool((both_nan | (tx == ty)).all()):
+                continue
+            diff = (tx.double() - ty.double()).abs().masked_fill(both_nan, 0.0)
+            worst = max(worst, float(diff.nan_to_num(nan=float("inf")).max()))
+        same = False
+    return same, (None if same else worst)
+
+
 def _as_float(x: Any) -> float:
     return float(x) if isinstance(x, (int, float)) else float("inf")
 
@@ -191,8 +219,9 @@ class PairEvaluation:
     """Runs the stages for one pair on one device and fills in its ``Record``."""
 
     def __init__(self, problem: Problem, candidate: Candidate, options: EvalOptions, device: str,
-                 gpu: int | None = None, candidate_label: str | None = None):
+                 gpu: int | None = None, candidate_label: str | None = None, shape: dict[str, Any] | None = None):
         self.problem = problem
+        self.shape = shape  # one shape's overrides of a multi-shape problem (None: the file's own constants)
         self.candidate = candidate
         self.options = options
         self.device = device
@@ -214,7 +243,7 @@ class PairEvaluation:
     def _spec(self, role: str, stage: str) -> WorkerSpec:
         if role == "candidate":
             return candidate_spec(self.problem, self.candidate, self.options, self.device, self.gpu, self.scratch,
-                                  stage)
+                                  stage, self.shape)
         work = self.scratch / f"{stage}-{role}"
         work.mkdir(parents=True, exist_ok=True)
         return WorkerSpec(
@@ -222,6 +251,7 @@ class PairEvaluation:
             precision=self.options.precision, mode=self.problem.mode, work_dir=work,
             log_path=self.scratch / f"{stage}-{role}.log", unscaled=self.problem.unscaled_inputs,
             env=_reference_env(self.device, self.gpu, work), threads=self.options.resolved_threads(self.device),
+            stage=stage, shape=self.shape,
         )
 
     # -- stages ---------------------------------------------------------------------------------------------------
@@ -291,6 +321,7 @@ class PairEvaluation:
                 raise _ReferenceFailed(failure, "correctness") from None
 
         per_dist: dict[str, dict[str, Any]] = {}
+        first_d1: tuple[int, dict[str, Any]] | None = None  # (seed, candidate reply) of the first D1 trial
         seeds: dict[str, list[int]] = {}
         std_results: list[bool] = []
         failure: WorkerFailure | None = None
@@ -334,7 +365,9 @@ class PairEvaluation:
                                 seeds[dist.name].append(seed)
                                 msg = {"cmd": "forward", "seed": seed, "distribution": dist.name}
                                 ref_out = ref_call(reference, msg)
-                                cand_out = cand_call(candidate, msg)
+                                cand_out = cand_call(candidate, msg | self._poisoned(ref_out, 0))
+                                if dist.name == "D1" and first_d1 is None:
+                                    first_d1 = (seed, cand_out)
                                 self._check_input_use(cand_out, ref_out, dist.name)
                                 # The trusted reference worker compares on its device, against outputs that
                                 # never left it; the candidate's outputs reach it as data relayed from here.
@@ -353,6 +386,10 @@ class PairEvaluation:
                                     result["status"] = "failed"
                                     result["reason"] = cmp["reason"]
                                     break
+                        if not any(r["status"] == "failed" for r in per_dist.values()) and first_d1:
+                            self._poison_trial(reference, candidate, ref_call, cand_call, per_dist, first_d1)
+                        if not any(r["status"] == "failed" for r in per_dist.values()) and first_d1:
+                            self._precision_check(reference, ref_call, first_d1)
                         if not any(r["status"] == "failed" for r in per_dist.values()):
                             self._fallback_trial(reference, candidate, ref_call, cand_call, per_dist)
                         self._compare_buffers(ref_call(reference, {"cmd": "buffers"}),
@@ -382,11 +419,64 @@ class PairEvaluation:
                 rec.standard_verdict = verdict
             return
         failed = [n for n, r in per_dist.items() if r["status"] == "failed"]
-        rejecting = REJECTING_FLAGS | (FALLBACK_FLAGS if options.require_custom_kernels else frozenset())
+        rejecting = (REJECTING_FLAGS | (FALLBACK_FLAGS if options.require_custom_kernels else frozenset())
+                     | (PRECISION_FLAGS if options.strict_precision else frozenset()))
         broken = set(rec.flags) & rejecting
         rec.verdict = "incorrect" if failed else "rejected" if broken else "correct"
         rec.correctness["failed_distributions"] = failed
         rec.standard_verdict = "correct" if std_results and all(std_results) else "incorrect"
+
+    @staticmethod
+    def _poisoned(ref_out: dict[str, Any], which: int) -> dict[str, Any]:
+        """What a candidate forward in correctness is sent beside the seed: poison for the freed blocks of the
+        sizes the call will allocate (its outputs, as the reference's are, plus small-pool blocks) and guard bands
+        around its inputs."""
+        sizes = [int(n) for n in ref_out.get("nbytes", []) if int(n) > 0] + [2 * 2**20] * 4
+        return {"poison": {"byte": POISON_BYTES[which], "sizes": sizes}, "guard_bytes": GUARD_BYTES}
+
+    def _poison_trial(self, reference: Worker, candidate: Worker, ref_call: Callable[..., dict[str, Any]],
+                      cand_call: Callable[..., dict[str, Any]], per_dist: dict[str, dict[str, Any]],
+                      first_d1: tuple[int, dict[str, Any]]) -> None:
+        """The first D1 trial again, with the other poison in freed memory: the outputs must pass again and should
+        be the same bits. Failing only here means the kernel reads memory it never wrote."""
+        seed, first = first_d1
+        msg = {"cmd": "forward", "seed": seed, "distribution": "D1"}
+        ref_out = ref_call(reference, msg)
+        again = cand_call(candidate, msg | self._poisoned(ref_out, 1))
+        self._check_input_use(again, ref_out, "D1")
+        judged = ref_call(reference, {"cmd": "judge", "candidate": again, "precision": self.options.precision})
+        identical, max_diff = _same_outputs(first, again)
+        self.record.correctness["poison"] = {
+            "bytes": [f"0x{b:02X}" for b in POISON_BYTES], "seed": seed, "passed": bool(judged["comparison"]["passed"]),
+            "identical": identical, "max_abs_difference": max_diff}
+        if not judged["comparison"]["passed"]:
+            self.record.flags.append("uninitialized_read")
+            per_dist["D1"].update(status="failed", reason=f"poisoned trial (freed memory 0x{POISON_BYTES[1]:02X}): "
+                                                          + str(judged["comparison"]["reason"]))
+        elif not identical:
+            self.record.flags.append("nondeterministic")
+
+    def _precision_check(self, reference: Worker, ref_call: Callable[..., dict[str, Any]],
+                         first_d1: tuple[int, dict[str, Any]]) -> None:
+        """Error against float64 of the candidate's first D1 outputs and of the verified baseline's own run."""
+        seed, first = first_d1
+        reply = ref_call(reference, {"cmd": "precision", "seed": seed, "distribution": "D1", "candidate": first})
+        check = PRECISION_CHECK[self.options.precision]
+        result: dict[str, Any] = {"seed": seed, "factor": check.factor, "floor": check.floor, "low": False}
+        if reply.get("error"):
+            result["error"] = reply["error"]
+        outputs = reply.get("outputs", [])
+        for out in outputs:
+            ref_err, cand_err = out.get("verified_error"), out.get("candidate_error")
+            if ref_err is None or cand_err is None:
+                continue
+            out["limit"] = check.factor * max(ref_err, check.floor)
+            if cand_err > out["limit"]:
+                result["low"] = True
+        result["outputs"] = outputs
+        self.record.correctness["precision"] = result
+        if result["low"]:
+            self.record.flags.append("low_precision")
 
     def _fallback_trial(self, reference: Worker, candidate: Worker, ref_call: Callable[..., dict[str, Any]],
                         cand_call: Callable[..., dict[str, Any]], per_dist: dict[str, dict[str, Any]]) -> None:
@@ -395,20 +485,31 @@ class PairEvaluation:
         seed = secrets.randbits(63)
         msg = {"cmd": "forward", "seed": seed, "distribution": "D1"}
         ref_call(reference, msg)  # the same forward on the reference: BatchNorm buffers stay in step
-        reply = cand_call(candidate, msg | {"cmd": "fallback"})
+        reply = cand_call(candidate, msg | {"cmd": "fallback", "guard_bytes": GUARD_BYTES})
         judged = ref_call(reference, {"cmd": "judge", "candidate": reply, "precision": self.options.precision})
+        if reply.get("guard_violations"):
+            self.record.flags.append("out_of_bounds_write")
+            self.record.correctness.setdefault("input_use", {}).setdefault("guard_violations", {})[
+                "D1 (fallback trial)"] = reply["guard_violations"]
         env = candidate.spec.env or {}
         roots = [Path(env[k]) for k in ("TORCH_EXTENSIONS_DIR", "TRITON_CACHE_DIR") if env.get(k)]
         modules = reply.get("modules") if isinstance(reply.get("modules"), dict) else {}
         symbols = fallback_check.extension_symbols(roots, objects=[str(p) for p in modules.values()])
         profile = reply.get("fallback") if isinstance(reply.get("fallback"), dict) else {}
         verdict = fallback_check.classify(profile, symbols)
+        gpu = None
+        if isinstance(reply.get("gpu_kernels"), list):  # on a GPU: device time per kernel decides when any ran
+            gpu = fallback_check.classify_gpu(reply["gpu_kernels"], fallback_check.own_kernel_names(roots))
+            if gpu["library_share_time"] is not None:
+                verdict["flags"] = gpu["flags"]
         self.record.fallback = {k: verdict.get(k) for k in (
             "library_share", "library_units", "own_units", "compute_ops", "own_calls", "libraries",
             "library_symbols", "library_backed_modules", "mixed_modules", "unattributed_objects",
             "no_work_observed", "thresholds")} | {"seed": seed, "aten_ops": profile.get("aten_ops", {}),
                                                   "profiled_call_passed": bool(judged["comparison"]["passed"]),
-                                                  "symbol_errors": symbols.get("errors")}
+                                                  "symbol_errors": symbols.get("errors"), "gpu": gpu,
+                                                  "decided_by": "gpu device time" if gpu and
+                                                  gpu["library_share_time"] is not None else "dispatch and symbols"}
         self.record.flags.extend(verdict.get("flags", []))
         if not judged["comparison"]["passed"]:
             per_dist["D1"].update(status="failed", reason="profiled trial: " + str(judged["comparison"]["reason"]))
@@ -445,6 +546,9 @@ class PairEvaluation:
         if aliased:
             self.record.flags.append("output_aliases_input")
             notes.setdefault("aliased_outputs", {})[distribution] = aliased
+        if cand.get("guard_violations"):
+            self.record.flags.append("out_of_bounds_write")
+            notes.setdefault("guard_violations", {})[distribution] = cand["guard_violations"]
 
     def _check_threads(self, cand: dict[str, Any], ref: dict[str, Any], distribution: str) -> None:
         """Threads still alive after forward returned can carry work past the timer's end. The first trial of a
@@ -518,39 +622,22 @@ class PairEvaluation:
         warmups: dict[str, dict[str, int]] = {r: {} for r in roles}
         flags: dict[str, Any] = {}
         memory_peaks: dict[str, Any] = {}
+        wall: dict[str, list[float]] = {}
         share = 1.0 / (TIMING_ROUNDS * n_pairs)
         try:
             for pair_index in range(n_pairs):
-                with self._timing_worker("reference", deadline) as reference, \
-                        self._timing_worker("candidate", deadline) as candidate:
-                    workers = {"reference": reference, "candidate": candidate}
-                    for role in roles:
-                        for b in baselines:
-                            samples[role][b].append([])
-                    for round_index in range(TIMING_ROUNDS):
-                        order = roles if round_index % 2 == 0 else roles[::-1]
-                        for role in order:
-                            msg: dict[str, Any] = {"cmd": "time", "seed": seed, "baselines": baselines,
-                                                   "share": share}
-                            if role == "reference" and cached:
-                                if round_index or pair_index:
-                                    continue  # cached: one short re-measure only
-                                msg |= {"share": 1.0, "max_trials": REFERENCE_REMEASURE_TRIALS}
-                            reply = self._timed(workers[role], role, msg, deadline)
-                            flags[role] = reply["flags"]
-                            for b in baselines:
-                                samples[role][b][-1].extend(reply["timing"][b]["times_ms"])
-                                warmups[role].setdefault(b, reply["timing"][b]["warmup"])
-                                rec.timing_ms["flush_bytes"] = reply["timing"][b]["flush_bytes"]
-                    self._recheck_timed_outputs(reference, candidate, deadline)
-                    try:
+                # Memory once, in the first pair, each worker measured while the other is idle (or not yet
+                # started): device memory in use is counted for the whole GPU.
+                with self._timing_worker("reference", deadline) as reference:
+                    if pair_index == 0:
+                        memory_peaks["reference"] = self._timed(reference, "reference",
+                                                                {"cmd": "memory", "seed": seed}, deadline)["memory"]
+                    with self._timing_worker("candidate", deadline) as candidate:
                         if pair_index == 0:
-                            for role in roles:
-                                memory_peaks[role] = self._timed(workers[role], role,
-                                                                 {"cmd": "memory", "seed": seed}, deadline)["memory"]
-                    finally:
-                        self._collect(reference)
-                        self._collect(candidate)
+                            memory_peaks["candidate"] = self._timed(candidate, "candidate",
+                                                                    {"cmd": "memory", "seed": seed}, deadline)["memory"]
+                        self._time_pair(reference, candidate, pair_index, cached, seed, share, deadline,
+                                        samples, warmups, flags, wall)
         except WorkerFailure as failure:
             rec.verdict = worst_verdict(rec.verdict, "timeout" if failure.kind == "timeout" else "runtime_error")
             rec.error = _failure_dict("performance", failure)
@@ -588,9 +675,75 @@ class PairEvaluation:
         cand_peak = memory_peaks["candidate"].get("peak_bytes")
         ref_peak = memory_peaks["reference"].get("peak_bytes")
         rec.memory_bytes = {"candidate_peak": cand_peak, "reference_peak": ref_peak,
-                            "method": memory_peaks["candidate"].get("method")}
+                            "method": memory_peaks["candidate"].get("method"),
+                            "candidate_device_in_use": memory_peaks["candidate"].get("device_in_use_delta"),
+                            "reference_device_in_use": memory_peaks["reference"].get("device_in_use_delta")}
+        self._check_wall_clock(wall, speedups)
         if cand_peak is not None and ref_peak is not None and cand_peak > ref_peak + MEMORY_SLACK_BYTES[self.device]:
             rec.flags.append("memory_above_reference")
+        cand_held, ref_held = rec.memory_bytes["candidate_device_in_use"], rec.memory_bytes["reference_device_in_use"]
+        if cand_held is not None and ref_held is not None and cand_held > ref_held + DEVICE_IN_USE_SLACK_BYTES:
+            rec.flags.append("memory_above_reference")
+
+    def _check_wall_clock(self, wall: dict[str, list[float]], speedups: dict[str, Any]) -> None:
+        """The evaluator's clock against the worker's timer: per call, both roles pay the same harness overheads, so
+        a candidate the timer calls faster should not take longer per call than the reference."""
+        rec = self.record
+        per_call = {role: totals[0] / totals[1] for role, totals in wall.items() if totals[1]}
+        rec.timing_ms["wall_per_call"] = per_call
+        if len(per_call) < 2:
+            return
+        claimed = max((s["value"] for s in speedups.values() if s and s.get("value")), default=None)
+        slower = per_call["candidate"] / per_call["reference"]
+        if claimed is not None and claimed > 1 + WALL_CLOCK_MARGIN and slower > 1 + WALL_CLOCK_MARGIN:
+            rec.flags.append("wall_clock_mismatch")
+            rec.integrity["wall_clock_mismatch"] = {"claimed_speedup": claimed, "wall_per_call_ratio": slower}
+
+    def _time_pair(self, reference: Worker, candidate: Worker, pair_index: int, cached: dict[str, Any], seed: int,
+                   share: float, deadline: float, samples: dict[str, dict[str, list[list[float]]]],
+                   warmups: dict[str, dict[str, int]], flags: dict[str, Any], wall: dict[str, list[float]]) -> None:
+        """One process pair: reference and candidate alternate in ABBA rounds, then the timed-output re-check. The
+        evaluator's own clock runs around every timing call (``wall``: [ms, calls, reported ms] per role)."""
+        rec = self.record
+        baselines = list(PROTOCOLS[self.options.protocol])
+        workers = {"reference": reference, "candidate": candidate}
+        roles = ("reference", "candidate")
+        try:
+            for role in roles:
+                for b in baselines:
+                    samples[role][b].append([])
+            for round_index in range(TIMING_ROUNDS):
+                order = roles if round_index % 2 == 0 else roles[::-1]
+                for role in order:
+                    msg: dict[str, Any] = {"cmd": "time", "seed": seed, "baselines": baselines, "share": share}
+                    if role == "reference" and cached:
+                        if round_index or pair_index:
+                            continue  # cached: one short re-measure only
+                        msg |= {"share": 1.0, "max_trials": REFERENCE_REMEASURE_TRIALS}
+                    t0 = time.monotonic()
+                    reply = self._timed(workers[role], role, msg, deadline)
+                    elapsed_ms = (time.monotonic() - t0) * 1e3
+                    flags[role] = reply["flags"]
+                    calls, reported = 0, 0.0
+                    for b in baselines:
+                        times = [_as_float(t) for t in reply["timing"][b]["times_ms"]]
+                        samples[role][b][-1].extend(times)
+                        warmups[role].setdefault(b, reply["timing"][b]["warmup"])
+                        rec.timing_ms["flush_bytes"] = reply["timing"][b]["flush_bytes"]
+                        calls += 3 + int(reply["timing"][b]["warmup"]) + len(times)
+                        reported += sum(times)
+                    totals = wall.setdefault(role, [0.0, 0, 0.0])
+                    totals[0] += elapsed_ms
+                    totals[1] += calls
+                    totals[2] += reported
+                    if reported > elapsed_ms:
+                        rec.flags.append("timer_inconsistent")
+                        rec.integrity.setdefault("timer_inconsistent", []).append(
+                            {"role": role, "reported_ms": reported, "wall_ms": elapsed_ms})
+            self._recheck_timed_outputs(reference, candidate, deadline)
+        finally:
+            self._collect(reference)
+            self._collect(candidate)
 
     def _recheck_timed_outputs(self, reference: Worker, candidate: Worker, deadline: float) -> None:
         """After the timed calls, one more call on fresh contents loaded into the very buffers they used, judged
@@ -621,7 +774,7 @@ class PairEvaluation:
             name = (rec.env.get("device") or {}).get("name") if self.device == "cuda" else "cpu"
             ceilings = hardware.ceilings_for(name or "unknown", self.options.cache_dir)
             counts = roofline.counts_cached(self.problem.path, self.profile, self.options.precision,
-                                            self.options.cache_dir)
+                                            self.options.cache_dir, shape=self.shape)
             roof = roofline.Roofline(counts, ceilings)
         except Exception as exc:  # no ceilings for this device, or a problem that cannot be counted: no section
             rec.roofline = {"error": f"{type(exc).__name__}: {exc}"}
@@ -740,4 +893,24 @@ def evaluate(problem: Problem | str | Path, candidate: Candidate | str | Path, o
         gpu = envinfo.gpu_indices()[0]
     problem = problem if isinstance(problem, Problem) else load_problem(problem)
     candidate = candidate if isinstance(candidate, Candidate) else Candidate.from_path(candidate)
-    return PairEvaluation(problem, candidate, options, device, gpu).run(compiled)
+    return evaluate_shapes(problem, candidate, options, device, gpu, compiled)
+
+
+def evaluate_shapes(problem: Problem, candidate: Candidate, options: EvalOptions, device: str, gpu: int | None,
+                    compiled: CompileResult | None = None, candidate_label: str | None = None) -> Record:
+    """Every shape of the problem (one for most), compiled once; a multi-shape problem's record merges the
+    per-shape records (``kbv.shapes.merge``): correct only if correct on every shape, held-out ones included."""
+    from kbv import shapes
+
+    plan = problem.shape_overrides()
+    if len(plan) == 1 and plan[0][1] is None:
+        return PairEvaluation(problem, candidate, options, device, gpu, candidate_label).run(compiled)
+    if compiled is None:
+        compiled = compile_candidate(problem, candidate, options, device, gpu)
+    records = []
+    for index, overrides, held_out in plan:
+        record = PairEvaluation(problem, candidate, options, device, gpu, candidate_label, overrides).run(compiled)
+        records.append((index, overrides, held_out, record))
+        if not compiled.ok:
+            break  # every shape would repeat the compile failure
+    return shapes.merge(records)

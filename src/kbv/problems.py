@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,14 @@ class Problem:
     skip: dict[str, str] = field(default_factory=dict)
     unscaled_inputs: tuple[int, ...] = ()
     mode: str = "train"
+    shapes: tuple[dict[str, Any], ...] = ()  # KBV_SHAPES: module-constant overrides, one per shape
+    held_out_shapes: tuple[dict[str, Any], ...] = ()  # from the suite's evaluator/heldout.json, never in the file
+
+    def shape_overrides(self) -> list[tuple[int, dict[str, Any] | None, bool]]:
+        """Every shape to evaluate, as (index, overrides, held out): the file's own constants alone (overrides None)
+        for a single-shape problem; else KBV_SHAPES in order, then the held-out shapes."""
+        visible = [(i, dict(o), False) for i, o in enumerate(self.shapes)] or [(0, None, False)]
+        return visible + [(len(visible) + i, dict(o), True) for i, o in enumerate(self.held_out_shapes)]
 
     @property
     def key(self) -> str:
@@ -85,6 +93,10 @@ def load_problem(path: str | Path) -> Problem:
     unknown = set(skip) - set(DISTRIBUTION_NAMES)
     if unknown or "D1" in skip:
         raise ProblemFormatError(f"{path.name}: KBV_SKIP may name only D2-D4, got {sorted(skip)}")
+    shapes = _literal(tree, "KBV_SHAPES", [])
+    if not isinstance(shapes, (list, tuple)) or not all(isinstance(o, dict) and all(isinstance(k, str) for k in o)
+                                                        for o in shapes):
+        raise ProblemFormatError(f"{path.name}: KBV_SHAPES must be a list of {{constant: value}} dicts")
     mode = _literal(tree, "KBV_MODE", "train")
     if mode not in ("train", "eval"):
         raise ProblemFormatError(f"{path.name}: KBV_MODE must be 'train' or 'eval'")
@@ -98,6 +110,7 @@ def load_problem(path: str | Path) -> Problem:
         skip=dict(skip),
         unscaled_inputs=tuple(unscaled),
         mode=mode,
+        shapes=tuple(dict(o) for o in shapes),
     )
 
 
@@ -128,4 +141,16 @@ def discover(suite_dir: str | Path) -> list[Problem]:
     root = Path(suite_dir)
     files = sorted(root.glob("level*/*.py")) or sorted(root.glob("*.py"))
     problems = [load_problem(f) for f in files if _PROBLEM_NAME.match(f.name)]
+    held_out = held_out_shapes(root)
+    problems = [replace(p, held_out_shapes=tuple(held_out[p.key])) if p.key in held_out else p for p in problems]
     return sorted(problems, key=lambda p: (p.level or 0, p.problem_id))
+
+
+def held_out_shapes(suite_dir: str | Path) -> dict[str, list[dict[str, Any]]]:
+    """Held-out shapes per problem key from the suite's evaluator side (``evaluator/heldout.json``), if any."""
+    path = Path(suite_dir) / "evaluator" / "heldout.json"
+    if not path.is_file():
+        return {}
+    from kbv.weights import load_heldout
+
+    return load_heldout(path)

@@ -119,7 +119,8 @@ FLAGS: Final = {
     "buffer_mismatch": "buffers the reference updates in forward (e.g. BatchNorm running stats) differ from the "
     "candidate's after the correctness trials",
     "memory_above_reference": "the candidate's peak memory for one forward exceeds the reference's (beyond the "
-    "measurement slack of kbv.protocol.MEMORY_SLACK_BYTES)",
+    "measurement slack of kbv.protocol.MEMORY_SLACK_BYTES), or on CUDA its device memory in use (cudaMemGetInfo) "
+    "exceeds the reference's by more than DEVICE_IN_USE_SLACK_BYTES",
     "reference_timing_cached": "the reference median comes from the timing cache; a short re-measure is recorded",
     "reference_error": "the reference itself failed (load, construction or forward); the candidate was not judged",
     "harness_error": "kbv itself failed on this pair (a bug to report); the verdict is runtime_error",
@@ -143,6 +144,20 @@ FLAGS: Final = {
     "timed_output_mismatch": "after timing, a call on fresh contents in the timed buffers gave wrong outputs "
     "(outputs cached or deferred across timed calls): incorrect",
     "skipped_distribution": "the problem declared a distribution not applicable; it is recorded as skipped",
+    "uninitialized_read": "the outputs change with the contents of freed memory: the poisoned D1 trial (freed "
+    "blocks filled with POISON_BYTES[1] instead of POISON_BYTES[0]) failed where the others passed: incorrect",
+    "nondeterministic": "two D1 calls on the same inputs under different poison both passed but differ bit for bit "
+    "(atomics, races or uninitialised reads below tolerance); details in correctness.poison",
+    "out_of_bounds_write": "forward wrote into the guard band around an input (bytes before or after its data): "
+    "rejected",
+    "low_precision": "against a float64 reference the candidate's error is above PRECISION_CHECK's factor times "
+    "the verified (TF32) baseline's own error; details in correctness.precision; rejected under --strict-precision",
+    "timer_inconsistent": "the timed calls' reported times add up to more than the evaluator's own clock measured "
+    "around them: the worker's timer cannot be trusted: rejected",
+    "wall_clock_mismatch": "the event timer says the candidate is faster than the reference, the evaluator's clock "
+    "around the same calls says it is slower by more than WALL_CLOCK_MARGIN (work outside the timed window?)",
+    "gpu_unhealthy": "the GPU failed kbv's health check after this candidate (a CUDA error): later pairs moved to "
+    "other GPUs or were not run",
 }
 
 # Flags that make a correct kernel "rejected" only under --require-custom-kernels.
@@ -153,7 +168,35 @@ DEFAULT_SPEEDUP_BOUND: Final = 10.0
 
 # Flags that turn an otherwise correct kernel into "rejected" (its outputs are right but it breaks a rule).
 REJECTING_FLAGS: Final = frozenset({"input_mutated", "output_aliases_input", "tamper", "background_threads",
-                                    "degenerate_output"})
+                                    "degenerate_output", "out_of_bounds_write", "timer_inconsistent"})
+
+# Flags that make a correct kernel "rejected" only under --strict-precision.
+PRECISION_FLAGS: Final = frozenset({"low_precision"})
+
+# ---------------------------------------------------------------------------------------------------------------
+# Memory and precision probes of the correctness stage.
+
+# Freed memory in the candidate's correctness worker is filled with the first byte before every forward (0xFF:
+# NaN in every float format, -1 in every integer one); one extra D1 call uses the second (0x4B: ~1.3e7 in float32
+# and bfloat16, ~15 in float16), so a kernel that reads memory it never wrote gives NaN or a different answer.
+POISON_BYTES: Final = (0xFF, 0x4B)
+# Bytes of guard band before and after every input in correctness trials (filled from the trial's seed).
+GUARD_BYTES: Final = 64 * 1024
+
+
+@dataclass(frozen=True)
+class PrecisionCheck:
+    factor: float  # low_precision when the candidate's error exceeds factor x the baseline's error ...
+    floor: float  # ... with the baseline's error taken as at least this (reordered sums are not low precision)
+
+
+# Error = ||out - out64||_2 / ||out64||_2 against the reference run in float64 on the same inputs (one D1 trial).
+PRECISION_CHECK: Final = {"fp32": PrecisionCheck(factor=5.0, floor=1e-5),
+                          "bf16": PrecisionCheck(factor=5.0, floor=4e-3)}
+
+# The evaluator's clock around timed calls: the candidate claims a speedup above 1 + margin while its calls took
+# longer than the reference's by more than the margin (same harness overheads on both sides).
+WALL_CLOCK_MARGIN: Final = 0.25
 
 # ---------------------------------------------------------------------------------------------------------------
 # Timing rules (CUDA events with a device-wide synchronize before the end event; perf_counter_ns on CPU).
@@ -186,6 +229,10 @@ CONFIDENCE: Final = 0.95
 # CUDA's allocator statistics are exact; the CPU measure (resident-set high-water mark) moves in pages and with the
 # C allocator's caching, so small differences there are noise.
 MEMORY_SLACK_BYTES: Final = {"cuda": 0, "cpu": 256 * 1024}
+# Device memory in use (cudaMemGetInfo, after one call, beyond what the process held before the model existed):
+# on the H200 reference and honest candidates matched to the byte (docs/results/h200-2026-11-29-b); this much more
+# in the candidate is flagged memory_above_reference too (buffers from __init__, raw cudaMalloc workspaces).
+DEVICE_IN_USE_SLACK_BYTES: Final = 64 * 2**20
 
 # Fast_p thresholds printed by `kbv report`.
 FAST_P_THRESHOLDS: Final = (0.0, 0.5, 0.8, 1.0, 1.5, 2.0)

@@ -44,6 +44,7 @@ class Record:
     integrity: dict[str, Any] = field(default_factory=dict)  # what the candidate changed in its worker (tamper)
     roofline: dict[str, Any] | None = None  # bound, ceilings and attainment (kbv.roofline)
     fallback: dict[str, Any] | None = None  # library share of the forward's work (kbv.worker.fallback)
+    shape_results: list[dict[str, Any]] | None = None  # multi-shape problems: one summary per shape (kbv.shapes)
     schema: str = SCHEMA
 
     def to_json(self) -> str:

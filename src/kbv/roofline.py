@@ -405,8 +405,9 @@ class Counts:
         return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
 
 
-def _load(path: Path, profile: str | None) -> ModuleType:
-    """Import a problem file under a private module name (never ``kbv_problem``), with a size profile applied."""
+def _load(path: Path, profile: str | None, shape: dict[str, Any] | None = None) -> ModuleType:
+    """Import a problem file under a private module name (never ``kbv_problem``), with a size profile and then one
+    shape's overrides applied."""
     from kbv.worker.loading import import_file
 
     name = f"kbv_roofline_problem_{next(_module_ids)}"
@@ -420,6 +421,8 @@ def _load(path: Path, profile: str | None) -> ModuleType:
             raise KeyError(f"problem {path.name} has no size profile {profile!r}")
         for key, value in overrides.items():
             setattr(module, key, value)
+    for key, value in (shape or {}).items():
+        setattr(module, key, value)
     return module
 
 
@@ -470,11 +473,11 @@ class _MetaFailure(Exception):
 
 
 def _count_once(path: Path, profile: str | None, precision: str, device: str, fp32_matmul: str, conv_tf32: bool,
-                mode: str | None, seed: int) -> Counts:
+                mode: str | None, seed: int, shape: dict[str, Any] | None = None) -> Counts:
     from kbv.worker.inputs import make_inputs
     from kbv.worker.loading import build_model, init_inputs, shapes_of
 
-    module = _load(path, profile)
+    module = _load(path, profile, shape)
     run_mode = mode or getattr(module, "KBV_MODE", "train")
     stage = "construction"
     state_bytes: int | None = None
@@ -509,7 +512,8 @@ def _count_once(path: Path, profile: str | None, precision: str, device: str, fp
 
 
 def count(problem_path: str | Path, profile: str | None = None, precision: str = "fp32", *,
-          fp32_matmul: str = "tf32", conv_tf32: bool = True, mode: str | None = None, seed: int = 0) -> Counts:
+          fp32_matmul: str = "tf32", conv_tf32: bool = True, mode: str | None = None, seed: int = 0,
+          shape: dict[str, Any] | None = None) -> Counts:
     """Count FLOPs (per precision class) and minimum bytes of one forward of a problem's reference.
 
     Runs on the ``meta`` device (nothing is allocated; shapes come from ``get_inputs()`` under ``torch.device
@@ -519,7 +523,8 @@ def count(problem_path: str | Path, profile: str | None = None, precision: str =
     ``Counts.fallback`` say what happened; a count at another profile than requested does not describe the
     requested size. ``profile=None`` (or ``"default"``) means the default sizes. ``fp32_matmul``: ``"tf32"`` (the
     verified baseline) or ``"ieee"`` (the standard one) for the class fp32 matmuls count in; ``mode``:
-    ``"train"``/``"eval"`` (default: the problem's ``KBV_MODE``, else train, as kbv runs it).
+    ``"train"``/``"eval"`` (default: the problem's ``KBV_MODE``, else train, as kbv runs it); ``shape``: one
+    shape's module-constant overrides, applied after the profile (multi-shape problems).
     """
     if fp32_matmul not in ("tf32", "ieee"):
         raise ValueError("fp32_matmul must be 'tf32' or 'ieee'")
@@ -530,10 +535,12 @@ def count(problem_path: str | Path, profile: str | None = None, precision: str =
     path = Path(problem_path).resolve()
     profile = None if profile in (None, "default") else profile
     try:
-        return _count_once(path, profile, precision, "meta", fp32_matmul, conv_tf32, mode, seed)
+        return _count_once(path, profile, precision, "meta", fp32_matmul, conv_tf32, mode, seed, shape)
     except _MetaFailure as failure:
         meta_error = f"meta {failure.stage} failed ({failure})"
         has_small = "small" in getattr(_load(path, None), "KBV_PROFILES", {})
+        if shape and not (failure.state_bytes is not None and failure.state_bytes <= CPU_FALLBACK_BYTES):
+            raise RooflineError(f"{path.name}: {meta_error}; a shape is counted at its own size only") from None
         if failure.state_bytes is not None and failure.state_bytes <= CPU_FALLBACK_BYTES:
             cpu_profile, why = profile, "inputs and state are small: counted on the CPU at the requested size"
         elif profile == "small":
@@ -543,7 +550,7 @@ def count(problem_path: str | Path, profile: str | None = None, precision: str =
         else:
             raise RooflineError(f"{path.name}: {meta_error}, and it has no small profile to count on the CPU") \
                 from None
-        counts = _count_once(path, cpu_profile, precision, "cpu", fp32_matmul, conv_tf32, mode, seed)
+        counts = _count_once(path, cpu_profile, precision, "cpu", fp32_matmul, conv_tf32, mode, seed, shape)
         counts.fallback = f"{meta_error}; {why}"
         return counts
 
@@ -671,21 +678,24 @@ def analyze(problem_path: str | Path, device: str = "H200 SXM", *, profile: str 
 # ---------------------------------------------------------------------------------------------------------------
 # Counting outside the calling process, with a cache (for the trusted parent, which never imports problem code)
 
-def counts_key(problem_path: str | Path, profile: str | None, precision: str, fp32_matmul: str = "tf32") -> str:
+def counts_key(problem_path: str | Path, profile: str | None, precision: str, fp32_matmul: str = "tf32",
+               shape: dict[str, Any] | None = None) -> str:
     source = Path(problem_path).read_bytes()
-    material = json.dumps({"source": hashlib.sha256(source).hexdigest(), "profile": profile,
+    material = json.dumps({"source": hashlib.sha256(source).hexdigest(), "profile": profile, "shape": shape,
                            "precision": precision, "fp32_matmul": fp32_matmul, "torch": torch.__version__,
                            "rules": COUNT_RULES_VERSION}, sort_keys=True)
     return hashlib.sha256(material.encode()).hexdigest()
 
 
 def count_isolated(problem_path: str | Path, profile: str | None = None, precision: str = "fp32", *,
-                   fp32_matmul: str = "tf32", timeout: float = 300.0) -> Counts:
+                   fp32_matmul: str = "tf32", timeout: float = 300.0, shape: dict[str, Any] | None = None) -> Counts:
     """``count`` in a fresh Python process (``python -m kbv.roofline --counts``), killed after ``timeout`` s."""
     cmd = [sys.executable, "-m", "kbv.roofline", "--problem", str(problem_path), "--precision", precision,
            "--fp32-matmul", fp32_matmul, "--counts"]
     if profile not in (None, "default"):
         cmd += ["--profile", str(profile)]
+    if shape:
+        cmd += ["--shape", json.dumps(shape)]
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="")
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
@@ -697,20 +707,22 @@ def count_isolated(problem_path: str | Path, profile: str | None = None, precisi
 
 
 def counts_cached(problem_path: str | Path, profile: str | None, precision: str, cache_dir: str | Path, *,
-                  fp32_matmul: str = "tf32", isolated: bool = True, timeout: float = 300.0) -> Counts:
+                  fp32_matmul: str = "tf32", isolated: bool = True, timeout: float = 300.0,
+                  shape: dict[str, Any] | None = None) -> Counts:
     """Counts from ``<cache_dir>/roofline/<key>.json`` (key: the problem's source hash, profile, precision, fp32
     matmul class, torch version and ``COUNT_RULES_VERSION``), counted (in a fresh process when ``isolated``) and
     saved on a miss."""
     profile = None if profile in (None, "default") else profile
-    path = Path(cache_dir) / "roofline" / f"{counts_key(problem_path, profile, precision, fp32_matmul)}.json"
+    path = Path(cache_dir) / "roofline" / f"{counts_key(problem_path, profile, precision, fp32_matmul, shape)}.json"
     try:
         return Counts.from_json(json.loads(path.read_text()))
     except (OSError, ValueError, TypeError):
         pass
     if isolated:
-        counts = count_isolated(problem_path, profile, precision, fp32_matmul=fp32_matmul, timeout=timeout)
+        counts = count_isolated(problem_path, profile, precision, fp32_matmul=fp32_matmul, timeout=timeout,
+                                shape=shape)
     else:
-        counts = count(problem_path, profile, precision, fp32_matmul=fp32_matmul)
+        counts = count(problem_path, profile, precision, fp32_matmul=fp32_matmul, shape=shape)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(counts.to_json()))
@@ -740,11 +752,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--datasheet", action="store_true", help="ignore measured ceilings")
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.add_argument("--counts", action="store_true", help="print the raw counts as JSON (no ceilings)")
+    parser.add_argument("--shape", default=None, help="one shape's overrides as JSON (multi-shape problems)")
     args = parser.parse_args(argv)
     if args.counts:
         if args.problem is None:
             parser.error("--counts needs --problem")
-        print(json.dumps(count(args.problem, args.profile, args.precision, fp32_matmul=args.fp32_matmul).to_json()))
+        shape = json.loads(args.shape) if args.shape else None
+        print(json.dumps(count(args.problem, args.profile, args.precision, fp32_matmul=args.fp32_matmul,
+                               shape=shape).to_json()))
         return 0
     cache_dir = args.cache_dir
     if cache_dir is None:

@@ -19,9 +19,9 @@ from typing import Callable, Sequence
 import warnings
 
 from kbv import envinfo
-from kbv.sandbox import confine
+from kbv.sandbox import confine, health
 from kbv.candidates import Pair
-from kbv.pipeline import CompileResult, EvalOptions, PairEvaluation, compile_candidate
+from kbv.pipeline import CompileResult, EvalOptions, compile_candidate, evaluate_shapes
 from kbv.records import Record, RecordWriter, recorded_keys
 
 
@@ -103,23 +103,48 @@ def run_pairs(pairs: Sequence[Pair], options: EvalOptions, out: str | Path, *, r
         free.put(slot)
     lock = threading.Lock()
     count = 0
+    healthy = set(slots)
 
     def evaluate(pair: Pair) -> None:
         nonlocal count
         gpu = free.get()
+        keep = True
         try:
             name = label(pair) if label else str(pair.candidate.path)
-            record = PairEvaluation(pair.problem, pair.candidate, options, device, gpu, name).run(
-                compiled.get(pair.candidate.sha256))
+            if gpu is None and device == "cuda":  # every GPU failed its health check: nothing left to run on
+                record = not_run(pair, name, "no healthy GPU left: every GPU failed kbv's health check")
+            else:
+                record = evaluate_shapes(pair.problem, pair.candidate, options, device, gpu,
+                                         compiled.get(pair.candidate.sha256), name)
+                if device == "cuda" and health.looks_like_cuda_fault(record.error):
+                    keep, note = health.check(gpu)
+                    record.env["gpu_health"] = {"ok": keep, "note": note}
+                    if not keep:
+                        record.flags = sorted({*record.flags, "gpu_unhealthy"})
             writer.append(record)
             with lock:
                 count += 1
             progress.evaluated(record)
         finally:
-            free.put(gpu)
+            if keep or gpu is None:
+                free.put(gpu)
+            else:  # retire the GPU; when none is left, wake the others with None
+                with lock:
+                    healthy.discard(gpu)
+                    if not healthy:
+                        free.put(None)
 
     with ThreadPoolExecutor(max_workers=len(slots)) as pool:
         for future in [pool.submit(evaluate, p) for p in todo]:
             future.result()
     return RunSummary(evaluated=count, skipped=len(pairs) - len(todo), out=out)
+
+
+def not_run(pair: Pair, name: str, why: str) -> Record:
+    """The record of a pair kbv could not evaluate (no device left), so the run still accounts for it."""
+    p = pair.problem
+    return Record(problem=p.key, level=p.level, problem_id=p.problem_id, problem_sha256=p.source_sha256,
+                  candidate=name, candidate_sha256=pair.candidate.sha256, sample=pair.candidate.sample,
+                  verdict="runtime_error", standard_verdict="runtime_error", flags=["gpu_unhealthy", "harness_error"],
+                  error={"stage": "compile", "kind": "harness", "message": why})
 

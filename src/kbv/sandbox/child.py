@@ -22,7 +22,7 @@ import torch
 from kbv import wire
 from kbv.sandbox import confine
 from kbv.protocol import BASELINES, DISTRIBUTIONS, TIMING_INPUT_SETS, TIMING_RULES
-from kbv.worker import backends, fallback, inputs, integrity, loading, memory, timer
+from kbv.worker import backends, fallback, guard, inputs, integrity, loading, memory, timer
 
 _Tensor = torch.Tensor
 _as_subclass = torch.Tensor.as_subclass
@@ -84,11 +84,12 @@ class Session:
         self.spec = spec
         self.device: str = spec["device"]
         self.precision: str = spec["precision"]
-        self.problem = loading.load_problem_module(spec["problem_path"], spec.get("profile"))
+        self.problem = loading.load_problem_module(spec["problem_path"], spec.get("profile"), spec.get("shape"))
         self.candidate = None
         self.model: torch.nn.Module | None = None
         self.kept: tuple[str, list[Any]] | None = None  # reference role: the last forward's outputs, on device
         self.timing_inputs: list[Any] | None = None
+        self.in_use_baseline: int | None = None  # device memory in use before the model (and candidate) existed
         self.integrity = integrity.Integrity()  # before any candidate code: the state to compare against
 
     # -- commands -------------------------------------------------------------------------------------------------
@@ -102,6 +103,8 @@ class Session:
         return {"import_seconds": _monotonic() - t0}
 
     def cmd_setup(self, msg: dict[str, Any]) -> dict[str, Any]:
+        if self.in_use_baseline is None:
+            self.in_use_baseline = memory.device_in_use(self.device)
         init_args = loading.init_inputs(self.problem)
         if self.spec["role"] == "reference":
             self.model = loading.build_model(self.problem.Model, init_args, msg["init_seed"], self.device,
@@ -131,8 +134,14 @@ class Session:
             # the re-check after timing: fresh contents in the very tensors the timed calls used, so an output
             # cached against those tensors (by id, pointer or version) comes back stale
             args = self._load_timing_buffers(args)
+        guards: list[tuple[int, torch.Tensor, torch.Tensor, int]] = []
+        if msg.get("guard_bytes"):
+            args, guards = guard.surround(args, int(msg["guard_bytes"]), int(msg["seed"]))
         tensor_args = [(i, a) for i, a in enumerate(args) if type(a) is _Tensor]
         before = [(i, _Tensor.clone(a)) for i, a in tensor_args]
+        poison = msg.get("poison")
+        if poison:  # last before the call: freed blocks of the sizes it allocates hold the poison byte
+            memory.poison_freed(self.device, int(poison["byte"]), [int(n) for n in poison["sizes"]])
         threads_before = _thread_count()
         with torch.no_grad():
             out = self.model(*args)
@@ -140,6 +149,10 @@ class Session:
         threads_after = _thread_count()
         structure, items = _describe_output(out)
         usage = {
+            "guard_violations": guard.violations(guards),
+            "nbytes": [_Tensor.numel(item["tensor"]) * _Tensor.element_size(item["tensor"]) if "tensor" in item
+                       else 0 for item in items],
+            "input_nbytes": [_Tensor.numel(a) * _Tensor.element_size(a) for _, a in tensor_args],
             "threads": [threads_before, threads_after],
             "shapes": [list(item["tensor"].shape) if "tensor" in item else None for item in items],
             "strides": [item.get("stride") for item in items],
@@ -159,12 +172,27 @@ class Session:
             raise RuntimeError("fallback: candidate role only")
         assert self.model is not None
         model, args = self.model, self._inputs(msg["seed"], msg["distribution"])
-        with torch.no_grad():
-            out, profile = fallback.profile_call(lambda: model(*args))
+        guards: list[tuple[int, torch.Tensor, torch.Tensor, int]] = []
+        if msg.get("guard_bytes"):
+            args, guards = guard.surround(args, int(msg["guard_bytes"]), int(msg["seed"]))
+        kernels = None
+        if self.device.startswith("cuda"):  # the same call under torch.profiler too: device time per kernel
+            from torch.profiler import ProfilerActivity, profile as gpu_profile, record_function
+
+            with gpu_profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                with record_function(fallback.FORWARD_RANGE), torch.no_grad():
+                    out, profile = fallback.profile_call(lambda: model(*args))
+                self._sync()
+            kernels = fallback.gpu_kernel_events(prof)
+        else:
+            with torch.no_grad():
+                out, profile = fallback.profile_call(lambda: model(*args))
         self._sync()
         structure, items = _describe_output(out)
+
         ext_dir = self.spec.get("env", {}).get("TORCH_EXTENSIONS_DIR")
-        return {"structure": structure, "outputs": items, "fallback": profile,
+        return {"structure": structure, "outputs": items, "fallback": profile, "gpu_kernels": kernels,
+                "guard_violations": guard.violations(guards),
                 "modules": fallback.candidate_modules([ext_dir] if ext_dir else [])}
 
     def cmd_judge(self, msg: dict[str, Any]) -> dict[str, Any]:
@@ -241,8 +269,28 @@ class Session:
 
     def cmd_memory(self, msg: dict[str, Any]) -> dict[str, Any]:
         call, prepare = self._timed_call(msg["seed"])
+        if self.device.startswith("cuda"):  # one warm call first: one-time setup (library handles) is not a peak
+            prepare()
+            call()
         prepare()
-        return {"memory": memory.peak_bytes(call, self.device)}
+        result = memory.peak_bytes(call, self.device)
+        if result.get("device_in_use") is not None and self.in_use_baseline is not None:
+            result["device_in_use_delta"] = result["device_in_use"] - self.in_use_baseline
+        return {"memory": result}
+
+    def cmd_precision(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Reference role only: the D1 call of ``msg`` run in float64 and under the verified baseline's flags (on
+        copies of the model), and the relative L2 error against float64 of the verified run and of the candidate's
+        outputs (relayed by the parent)."""
+        if self.spec["role"] != "reference" or self.model is None:
+            raise RuntimeError("precision: reference role only")
+        from kbv import precision  # imported here: candidate workers never load it
+
+        try:
+            args = self._inputs(msg["seed"], msg["distribution"])
+            return precision.errors_against_float64(self.model, args, msg["candidate"], self.device)
+        except Exception as exc:  # e.g. an op without float64 support: no check, and the reference lives on
+            return {"error": f"{type(exc).__name__}: {exc}"[:500], "outputs": []}
 
     # -- helpers --------------------------------------------------------------------------------------------------
 
@@ -292,7 +340,7 @@ def main(conn: Connection, spec: dict[str, Any]) -> None:
         wire.send(conn, _error(exc))
         os._exit(1)
     handlers = {"import": session.cmd_import, "setup": session.cmd_setup, "forward": session.cmd_forward,
-                "judge": session.cmd_judge, "fallback": session.cmd_fallback, "buffers": session.cmd_buffers, "time": session.cmd_time,
+                "judge": session.cmd_judge, "precision": session.cmd_precision, "fallback": session.cmd_fallback, "buffers": session.cmd_buffers, "time": session.cmd_time,
                 "memory": session.cmd_memory}
     wire.send(conn, {"ok": True, "pid": os.getpid(), "isolation": isolation})
     while True:

@@ -85,6 +85,8 @@ class WorkerSpec:
     env: dict[str, str] | None = None
     threads: int | None = None
     confine: dict[str, Any] | None = None  # what kbv.sandbox.confine should apply in the worker
+    stage: str = ""  # compile, correctness or performance
+    shape: dict[str, Any] | None = None  # one shape's module-constant overrides (multi-shape problems)
 
     def as_message(self) -> dict[str, Any]:
         return {
@@ -92,6 +94,7 @@ class WorkerSpec:
             "precision": self.precision, "mode": self.mode, "work_dir": str(self.work_dir),
             "log_path": str(self.log_path), "candidate_path": self.candidate_path, "unscaled": list(self.unscaled),
             "env": dict(self.env or {}), "threads": self.threads, "confine": dict(self.confine or {}),
+            "stage": self.stage, "shape": self.shape,
         }
 
 

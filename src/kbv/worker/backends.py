@@ -48,3 +48,21 @@ def read_flags() -> dict[str, Any]:
     read("cuda.matmul.allow_bf16_reduced_precision_reduction",
          lambda: backends.cuda.matmul.allow_bf16_reduced_precision_reduction)
     return flags
+
+
+def restore_flags(saved: dict[str, Any]) -> None:
+    """Put back what ``read_flags`` returned: legacy controls first, then the new-style ones, which keep an unset
+    ('none') value unset where a legacy write would have made it explicit."""
+    backends = torch.backends
+    if isinstance(saved.get("float32_matmul_precision"), str):
+        torch.set_float32_matmul_precision(saved["float32_matmul_precision"])
+    for key, target, attr in (("cuda.matmul.allow_tf32", backends.cuda.matmul, "allow_tf32"),
+                              ("cudnn.allow_tf32", backends.cudnn, "allow_tf32")):
+        if isinstance(saved.get(key), bool):
+            setattr(target, attr, saved[key])
+    for key, target, attr in (("cuda.matmul.fp32_precision", backends.cuda.matmul, "fp32_precision"),
+                              ("cudnn.conv.fp32_precision", getattr(backends.cudnn, "conv", None), "fp32_precision"),
+                              ("cudnn.rnn.fp32_precision", getattr(backends.cudnn, "rnn", None), "fp32_precision")):
+        value = saved.get(key)
+        if target is not None and isinstance(value, str) and not value.startswith("unreadable"):
+            setattr(target, attr, value)

@@ -713,3 +713,126 @@ def classify(profile: dict[str, Any], symbols: dict[str, Any] | None = None,
         "thresholds": thresholds,
         "flags": flags,
     }
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The GPU route: every kernel of one profiled forward, by device time.
+#
+# ``torch.profiler`` links each device kernel to the innermost frontend event active on the launching thread
+# (``FunctionEvent.kernels``): a kernel launched while an ATen op runs (cuBLAS inside ``aten::mm``, also when a C++
+# extension calls ``at::mm``) belongs to that op; one launched from a pybind11 function or a Triton launcher belongs
+# to the surrounding ``record_function`` range, or to nothing. A kernel is the candidate's only when no ATen op
+# launched it *and* its name is defined in the candidate's own binaries or is a Triton kernel compiled into the
+# candidate's own cache; Inductor's generated kernels (``triton_*``) and anything else count as library. Kernels of
+# non-compute ATen ops (copies, fills, allocation) and memcpy/memset are data movement, left out of the share.
+
+FORWARD_RANGE = "kbv_candidate_forward"
+_DATA_MOVEMENT = ("Memcpy", "Memset", "memcpy", "memset")
+
+
+def gpu_kernel_events(prof: Any) -> list[dict[str, Any]]:
+    """Worker side: every device event of a finished ``torch.profiler.profile``, with its launcher (the name of the
+    frontend event it is linked to, or None). Plain data for the wire."""
+    from torch.autograd import DeviceType
+
+    linked: Counter[tuple[str, int]] = Counter()
+    out: list[dict[str, Any]] = []
+    events = list(prof.events())
+    for fe in events:
+        if fe.device_type == DeviceType.CPU:
+            for k in getattr(fe, "kernels", []) or []:
+                us = float(k.duration)
+                out.append({"name": str(k.name), "us": us, "launcher": str(fe.name)})
+                linked[(str(k.name), round(us * 1000))] += 1
+    for fe in events:
+        if fe.device_type != DeviceType.CPU:
+            if getattr(fe, "is_user_annotation", False) or fe.name == FORWARD_RANGE:
+                continue  # the GPU-side mirror of a record_function range (seen on the H200), not a kernel
+            us = float(fe.time_range.end - fe.time_range.start)
+            key = (str(fe.name), round(us * 1000))
+            if linked[key]:
+                linked[key] -= 1
+                continue
+            out.append({"name": str(fe.name), "us": us, "launcher": None})
+    return out
+
+
+def kernel_key(name: str) -> str:
+    """A kernel or symbol name reduced to its qualified name with template arguments (no return type, no
+    parameters), so a profiler kernel name and ``nm -C`` output compare equal."""
+    return _qualified_name(name.strip())
+
+
+def own_kernel_names(build_roots: Iterable[str | os.PathLike[str]]) -> dict[str, Any]:
+    """Parent side: names the candidate itself compiled: symbols defined in its shared objects (``nm -C
+    --defined-only``, falling back to the dynamic table) and kernel names in its Triton cache's metadata."""
+    import json
+
+    roots = [Path(r) for r in build_roots if r and Path(r).is_dir()]
+    defined: set[str] = set()
+    triton: set[str] = set()
+    errors: list[str] = []
+    for path in shared_objects([str(r) for r in roots]):
+        for args in (["nm", "-C", "--defined-only", path], ["nm", "-D", "-C", "--defined-only", path]):
+            try:
+                text = subprocess.run(args, capture_output=True, text=True, timeout=120, check=True).stdout
+            except (OSError, subprocess.SubprocessError) as exc:
+                errors.append(f"{path}: {type(exc).__name__}"[:300])
+                continue
+            for line in text.splitlines():
+                parts = line.strip().split(None, 2)
+                if len(parts) == 3 and parts[1] in "TtWw":
+                    defined.add(kernel_key(parts[2]))
+            if defined:
+                break
+    for root in roots:
+        for meta in root.rglob("*.json"):
+            try:
+                data = json.loads(meta.read_text())
+            except (OSError, ValueError):
+                continue
+            name = data.get("name") if isinstance(data, dict) else None
+            if isinstance(name, str) and name:
+                triton.add(name)
+    return {"defined": sorted(defined), "triton": sorted(triton), "errors": errors}
+
+
+def classify_gpu(kernels: list[dict[str, Any]], own: dict[str, Any],
+                 thresholds: dict[str, float] | None = None) -> dict[str, Any]:
+    """Trusted side: each kernel as own, library or data movement; shares by device time; flags as ``classify``."""
+    thresholds = {**FALLBACK_THRESHOLDS, **(thresholds or {})}
+    defined = set(own.get("defined") or [])
+    triton = {n for n in own.get("triton") or [] if not n.startswith("triton_")}  # triton_*: Inductor's naming
+    totals = {"own": 0.0, "library": 0.0, "data": 0.0}
+    per_kernel: dict[tuple[str, str], dict[str, Any]] = {}
+    for k in kernels:
+        name, us, launcher = str(k.get("name", "")), float(k.get("us", 0.0)), k.get("launcher")
+        if name == FORWARD_RANGE:
+            continue  # a range, not a kernel
+        aten = isinstance(launcher, str) and launcher.startswith("aten::")
+        if name.startswith(_DATA_MOVEMENT) or (aten and not is_compute(launcher.replace("::", ".", 1))):
+            kind = "data"
+        elif aten:
+            kind = "library"
+        elif kernel_key(name) in defined or name in triton or kernel_key(name) in triton:
+            kind = "own"
+        else:
+            kind = "library"  # a vendor kernel called without ATen, Inductor's, or a name we cannot place
+        totals[kind] += us
+        entry = per_kernel.setdefault((name, kind), {"name": name[:200], "class": kind, "launcher": launcher,
+                                                     "calls": 0, "us": 0.0})
+        entry["calls"] += 1
+        entry["us"] += us
+    compute = totals["own"] + totals["library"]
+    share = totals["library"] / compute if compute > 0 else None
+    flags: list[str] = []
+    if share is not None:
+        if share >= thresholds["fallback"]:
+            flags.append("fallback")
+        elif share > thresholds["partial_fallback"]:
+            flags.append("partial_fallback")
+    ranked = sorted(per_kernel.values(), key=lambda e: -e["us"])
+    return {"library_share_time": share, "own_us": totals["own"], "library_us": totals["library"],
+            "data_movement_us": totals["data"], "kernels": ranked[:40],
+            "library_kernels": sorted({e["name"] for e in ranked if e["class"] == "library"})[:40],
+            "thresholds": thresholds, "flags": flags}

@@ -26,7 +26,10 @@ def import_file(path: str | Path, module_name: str) -> ModuleType:
     return module
 
 
-def load_problem_module(path: str | Path, profile: str | None) -> ModuleType:
+def load_problem_module(path: str | Path, profile: str | None,
+                        shape: dict[str, Any] | None = None) -> ModuleType:
+    """Import a problem, then apply its size profile and then one shape's overrides (a KBV_SHAPES entry or a
+    held-out shape), both as module-constant assignments."""
     module = import_file(path, "kbv_problem")
     if profile:
         overrides = getattr(module, "KBV_PROFILES", {}).get(profile)
@@ -34,6 +37,8 @@ def load_problem_module(path: str | Path, profile: str | None) -> ModuleType:
             raise KeyError(f"problem {Path(path).name} has no size profile {profile!r}")
         for name, value in overrides.items():
             setattr(module, name, value)
+    for name, value in (shape or {}).items():
+        setattr(module, name, value)
     return module
 
 

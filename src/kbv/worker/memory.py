@@ -60,11 +60,14 @@ def peak_bytes(fn: Callable[[], Any], device: str) -> dict[str, Any]:
         torch.cuda.synchronize()
         before = torch.cuda.memory_allocated()
         torch.cuda.reset_peak_memory_stats()
+        in_use_before = device_in_use(device)
         out = fn()
         torch.cuda.synchronize()
         peak = torch.cuda.max_memory_allocated() - before
+        in_use_after = device_in_use(device)
         del out
-        return {"peak_bytes": int(peak), "method": "torch.cuda.max_memory_allocated"}
+        return {"peak_bytes": int(peak), "method": "torch.cuda.max_memory_allocated",
+                "device_in_use": in_use_after, "device_in_use_call_delta": in_use_after - in_use_before}
     peaks = []
     for _ in range(CPU_REPEATS):
         _malloc_trim()
@@ -80,3 +83,38 @@ def peak_bytes(fn: Callable[[], Any], device: str) -> dict[str, Any]:
             return {"peak_bytes": None, "method": "unavailable"}
         peaks.append(max(0, high - before) * 1024)
     return {"peak_bytes": min(peaks), "method": f"VmHWM delta, least of {CPU_REPEATS} calls (best effort)"}
+
+
+def poison_freed(device: str, byte: int, sizes: list[int], copies: int = 2) -> int:
+    """Make the memory the next call allocates hold ``byte``. Returns the bytes poisoned up front.
+
+    CPU: glibc's ``M_PERTURB`` fills every allocation (``malloc``/``posix_memalign``, heap or mapping, any size)
+    with the byte from now on, and every freed block with its complement. CUDA: blocks of the given sizes
+    (``copies`` of each) are allocated, filled and freed, so the caching allocator hands them to the next
+    allocations of those sizes; best effort, as the allocator may still return other cached memory."""
+    if not device.startswith("cuda"):
+        libc = _libc()
+        if libc is not None and hasattr(libc, "mallopt"):
+            libc.mallopt(-6, (~byte & 0xFF) or 0x100)  # M_PERTURB: allocations get ~value's low byte
+        return 0
+    blocks = []
+    total = 0
+    for size in sizes:
+        for _ in range(copies):
+            if size <= 0:
+                continue
+            block = torch.empty(int(size), dtype=torch.uint8, device=device)
+            block.fill_(byte)
+            blocks.append(block)
+            total += int(size)
+    torch.cuda.synchronize()
+    del blocks
+    return total
+
+
+def device_in_use(device: str) -> int | None:
+    """Bytes of device memory in use by anyone (``cudaMemGetInfo``: total - free); None on the CPU."""
+    if not device.startswith("cuda"):
+        return None
+    free, total = torch.cuda.mem_get_info()
+    return int(total - free)

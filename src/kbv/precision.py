@@ -1,0 +1,60 @@
+"""The precision check: how far a candidate's outputs are from a float64 run of the reference, against how far the
+verified baseline's own run is (TF32 allowed, as a practitioner would run it). Runs in the trusted reference worker.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import torch
+
+from kbv.worker import backends
+
+
+def relative_l2(x: torch.Tensor, exact: torch.Tensor) -> float | None:
+    """||x - exact||_2 / ||exact||_2 over finite reference values (float64); None for non-float outputs."""
+    if not exact.is_floating_point() or not x.is_floating_point() or x.shape != exact.shape:
+        return None
+    x, exact = x.to(torch.float64), exact.to(torch.float64)
+    finite = torch.isfinite(exact)
+    if not bool(finite.any()):
+        return None
+    diff = torch.where(finite, x - exact, torch.zeros((), dtype=torch.float64, device=x.device))
+    norm = float(torch.linalg.vector_norm(torch.where(finite, exact, torch.zeros_like(exact))))
+    err = float(torch.linalg.vector_norm(diff))
+    if norm == 0.0:
+        return 0.0 if err == 0.0 else float("inf")
+    return err / norm if err == err else float("inf")  # NaN in the candidate: infinitely wrong
+
+
+def _tensors(out: Any) -> list[torch.Tensor]:
+    items = list(out) if isinstance(out, (tuple, list)) else [out]
+    return [t for t in items if isinstance(t, torch.Tensor)]
+
+
+def errors_against_float64(model: torch.nn.Module, args: list[Any], candidate: dict[str, Any],
+                           device: str) -> dict[str, Any]:
+    """Per output: the verified run's and the candidate's relative L2 error against float64 (copies of the model;
+    the kept one, whose buffers the candidate's are compared with, is not run)."""
+    exact_model = copy.deepcopy(model).to(torch.float64)
+    args64 = [a.to(torch.float64) if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args]
+    with torch.no_grad():
+        exact = _tensors(exact_model(*args64))
+    del exact_model
+    saved = backends.read_flags()
+    try:
+        backends.apply_baseline("verified")
+        with torch.no_grad():
+            verified = _tensors(copy.deepcopy(model)(*args))
+    finally:
+        backends.restore_flags(saved)
+    cand = [item.get("tensor") for item in candidate.get("outputs", [])]
+    outputs = []
+    for k, ref in enumerate(exact):
+        c = cand[k] if k < len(cand) and isinstance(cand[k], torch.Tensor) else None
+        outputs.append({
+            "verified_error": relative_l2(verified[k], ref) if k < len(verified) else None,
+            "candidate_error": relative_l2(c.to(ref.device), ref) if c is not None else None,
+        })
+    return {"outputs": outputs}

@@ -1,0 +1,74 @@
+"""The correctness stage's probes, each with a fixture it must catch: poisoned freed memory and a second poison
+(uninitialised reads), guard bands around inputs (out-of-bounds writes) and the float64 precision check."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import problem_path
+from kbv.candidates import Candidate, Pair
+from kbv.pipeline import EvalOptions
+from kbv.problems import load_problem
+from kbv.records import read_records
+from kbv.runner import run_pairs
+
+CANDIDATES = Path(__file__).parent / "candidates"
+CASES = {  # fixture -> problem
+    "uninit_accumulate.py": "level1/5_ReLU",
+    "out_of_bounds_write.py": "level1/5_ReLU",
+    "fp16_internal_matmul.py": "level1/1_Square_Matmul",
+    "correct_torch.py": "level1/5_ReLU",
+}
+
+
+def _run(tmp_path: Path, **options) -> dict[str, dict]:
+    pairs = [Pair(load_problem(problem_path(problem)), Candidate.from_path(CANDIDATES / name, sample=i))
+             for i, (name, problem) in enumerate(CASES.items())]
+    out = tmp_path / "r.jsonl"
+    run_pairs(pairs, EvalOptions(device="cpu", protocol="verified", timeout=60.0, **options), out)
+    names = list(CASES)
+    return {names[r["sample"]]: r for r in read_records(out)}
+
+
+@pytest.fixture(scope="module")
+def records(tmp_path_factory) -> dict[str, dict]:
+    return _run(tmp_path_factory.mktemp("probes"))
+
+
+def test_an_uninitialised_read_fails_the_second_poison(records) -> None:
+    r = records["uninit_accumulate.py"]
+    assert r["verdict"] == "incorrect" and "uninitialized_read" in r["flags"], r["correctness"]
+    assert r["correctness"]["failed_distributions"] == ["D1"]  # every other trial saw NaN poison and passed
+    assert r["correctness"]["poison"] == {**r["correctness"]["poison"], "passed": False, "identical": False}
+
+
+def test_a_write_past_an_input_is_caught_by_its_guard_band(records) -> None:
+    r = records["out_of_bounds_write.py"]
+    assert r["verdict"] == "rejected" and "out_of_bounds_write" in r["flags"], r.get("error")
+    violations = r["correctness"]["input_use"]["guard_violations"]
+    assert set(violations) >= {"D1", "D2", "D3", "D4"}
+    assert all(v[0]["bytes_after"] >= 15 and v[0]["bytes_before"] == 0 for v in violations.values())
+
+
+def test_float16_inside_an_fp32_matmul_is_low_precision(records) -> None:
+    r = records["fp16_internal_matmul.py"]
+    assert r["verdict"] == "correct" and "low_precision" in r["flags"]  # within tolerance: flagged, not failed
+    (out,) = r["correctness"]["precision"]["outputs"]
+    assert out["candidate_error"] > out["limit"] > 0 and out["verified_error"] < out["candidate_error"] / 10
+
+
+def test_an_honest_kernel_passes_every_probe(records) -> None:
+    r = records["correct_torch.py"]
+    assert r["verdict"] == "correct"
+    assert not {"uninitialized_read", "nondeterministic", "out_of_bounds_write", "low_precision"} & set(r["flags"])
+    assert r["correctness"]["poison"]["passed"] and r["correctness"]["poison"]["identical"]
+    assert r["timing_ms"]["wall_per_call"]["candidate"] > 0  # the evaluator's own clock ran around the timing
+    assert "timer_inconsistent" not in r["flags"] and "wall_clock_mismatch" not in r["flags"]
+
+
+def test_strict_precision_rejects_low_precision(tmp_path, monkeypatch) -> None:
+    monkeypatch.setitem(globals(), "CASES", {"fp16_internal_matmul.py": "level1/1_Square_Matmul"})
+    r = _run(tmp_path, strict_precision=True)["fp16_internal_matmul.py"]
+    assert r["verdict"] == "rejected" and "low_precision" in r["flags"]
