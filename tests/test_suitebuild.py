@@ -22,6 +22,8 @@ from kbv.worker.loading import import_file
 ROOT = Path(__file__).resolve().parents[1]
 TRACE = ROOT / "tests" / "fixtures" / "traces" / "acme_tinyllama_run42.json"
 SECRETS = ("acme", "secret-recipe", "acme_tinyllama_run42", "tinyllama", "FakeGPU", "secretkernel", "2026-12-01")
+# model families kbv ships recipes for, or that a template might cite: never in a problem file
+MODEL_NAMES = ("llama", "mixtral", "mistral", "qwen", "vit_", "gpt", "h200", "nvidia")
 
 
 def T(shape: list[int], dtype: str = "bfloat16", stride: list[int] | None = None) -> dict[str, Any]:
@@ -137,7 +139,7 @@ def test_release_contract_problem_files_carry_no_provenance(built) -> None:
     out, _ = built
     for path in out.glob("level*/*.py"):
         text = path.read_text()
-        for secret in SECRETS:
+        for secret in SECRETS + MODEL_NAMES:
             assert secret.lower() not in text.lower(), (path.name, secret)
     provenance = (out / "evaluator" / "provenance.json").read_text()
     assert "acme_tinyllama_run42.json" in provenance and "acme-secret-recipe" in provenance
@@ -422,3 +424,19 @@ def test_suite_build_and_score_commands(tmp_path: Path) -> None:
     assert agg["decode"]["covered_weight"] < 1.0  # decode-only problems have no record
     res = runner.invoke(main, ["suite", "build", str(TRACE), "--out", str(tmp_path / "s")])
     assert res.exit_code != 0 and "--force" in res.output
+
+
+def test_the_shipped_production_suite_keeps_the_release_contract() -> None:
+    """The suite built from H200 traces: problem files name no model, recipe, trace or GPU; weights sum to 1."""
+    from kbv.problems import resolve_suite
+    from kbv.weights import level_sums, load_weights
+
+    suite = resolve_suite("production")
+    files = sorted(suite.glob("level*/*.py"))
+    assert len(files) >= 20
+    for path in files:
+        text = path.read_text().lower()
+        for secret in MODEL_NAMES + ("mixtral_8x7b", "llama3_8b", "vit_l16", "traces/", ".json"):
+            assert secret not in text, (path.name, secret)
+    for phase, sums in level_sums(load_weights(suite)).items():
+        assert all(abs(v - 1.0) < 1e-9 for v in sums.values()), (phase, sums)

@@ -374,7 +374,7 @@ def _return_expr(base: str, returns: list[Any], written: list[str | None]) -> st
 
 _RMSNORM = '''
 class Model(nn.Module):
-    """RMSNorm over the last dimension as Llama computes it: x * rsqrt(mean(x^2) + eps) in float32, cast back,
+    """RMSNorm over the last dimension, computed as x * rsqrt(mean(x^2) + eps) in float32, cast back,
     times the weight."""
 
     def __init__(self, hidden_size: int, eps: float) -> None:
@@ -404,7 +404,7 @@ class Model(nn.Module):
 
 _ROTARY = '''
 class Model(nn.Module):
-    """Rotary position embedding (rotate-half layout, as Llama) of q [B, S, H, D] and k [B, S, Hkv, D] at
+    """Rotary position embedding (rotate-half layout) of q [B, S, H, D] and k [B, S, Hkv, D] at
     positions start_pos .. start_pos + S - 1; cos and sin computed in float32, applied in the input dtype."""
 
     def __init__(self, head_dim: int, theta: float) -> None:

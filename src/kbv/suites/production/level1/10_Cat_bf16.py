@@ -1,0 +1,62 @@
+"""aten.cat.default on bfloat16 tensors, over 3 shapes (KBV_SHAPES; the module constants are the first)."""
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    """aten.cat.default."""
+
+    def __init__(self, arg1) -> None:
+        super().__init__()
+        self.arg1 = arg1
+
+    def forward(self, in0, in1):
+        out = torch.ops.aten.cat.default([in0, in1], self.arg1)
+        return out
+
+
+in0_shape = [8, 1, 32, 64]
+in0_stride = None
+in1_shape = [8, 1, 32, 64]
+in1_stride = [4096, 4096, 128, 1]
+arg1 = -1
+
+
+def get_inputs():
+    return [_randn(in0_shape, in0_stride, torch.bfloat16), _randn(in1_shape, in1_stride, torch.bfloat16)]
+
+
+def get_init_inputs():
+    return [arg1]
+
+
+KBV_SHAPES = [
+    {'in0_shape': [8, 1, 32, 64], 'in0_stride': None, 'in1_shape': [8, 1, 32, 64], 'in1_stride': [4096, 4096, 128, 1], 'arg1': -1},
+    {'in0_shape': [8, 1, 8, 64], 'in0_stride': None, 'in1_shape': [8, 1, 8, 64], 'in1_stride': [1024, 1024, 128, 1], 'arg1': -1},
+    {'in0_shape': [1, 2048, 8, 64], 'in0_stride': None, 'in1_shape': [1, 2048, 8, 64], 'in1_stride': [2097152, 1024, 128, 1], 'arg1': -1},
+]
+
+def _alloc(shape, stride, draw):
+    """A tensor of this shape and stride over fresh storage filled by draw(size)."""
+    if stride is None:
+        return draw(list(shape))
+    size = 0 if 0 in shape else 1 + sum((n - 1) * s for n, s in zip(shape, stride))
+    return torch.as_strided(draw([size]), list(shape), list(stride))
+
+
+def _randn(shape, stride, dtype):
+    return _alloc(shape, stride, lambda s: torch.randn(s).to(dtype))
+
+
+def _positive(shape, stride, dtype):
+    return _alloc(shape, stride, lambda s: (torch.rand(s) + 0.5).to(dtype))
+
+
+def _mask(shape, stride, dtype):
+    return _alloc(shape, stride, lambda s: torch.rand(s) < 0.5)
+
+
+def _randint(shape, stride, dtype, high):
+    return _alloc(shape, stride, lambda s: torch.randint(0, max(int(high), 1), s, dtype=dtype))

@@ -1,0 +1,70 @@
+"""aten.convolution.default on bfloat16 tensors, over 1 shape (KBV_SHAPES; the module constants are the first)."""
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    """aten.convolution.default."""
+
+    def __init__(self, arg3, arg4, arg5, arg7, arg8) -> None:
+        super().__init__()
+        self.arg3 = arg3
+        self.arg4 = arg4
+        self.arg5 = arg5
+        self.arg7 = arg7
+        self.arg8 = arg8
+
+    def forward(self, in0, in1, in2):
+        out = torch.ops.aten.convolution.default(in0, in1, in2, self.arg3, self.arg4, self.arg5, False, self.arg7, self.arg8)
+        return out
+
+
+in0_shape = [32, 3, 224, 224]
+in0_stride = None
+in1_shape = [1024, 3, 16, 16]
+in1_stride = None
+in2_shape = [1024]
+in2_stride = None
+arg3 = [16, 16]
+arg4 = [0, 0]
+arg5 = [1, 1]
+arg7 = [0, 0]
+arg8 = 1
+
+
+def get_inputs():
+    return [_randn(in0_shape, in0_stride, torch.bfloat16), _randn(in1_shape, in1_stride, torch.bfloat16), _randn(in2_shape, in2_stride, torch.bfloat16)]
+
+
+def get_init_inputs():
+    return [arg3, arg4, arg5, arg7, arg8]
+
+
+KBV_SHAPES = [
+    {'in0_shape': [32, 3, 224, 224], 'in0_stride': None, 'in1_shape': [1024, 3, 16, 16], 'in1_stride': None, 'in2_shape': [1024], 'in2_stride': None, 'arg3': [16, 16], 'arg4': [0, 0], 'arg5': [1, 1], 'arg7': [0, 0], 'arg8': 1},
+]
+
+def _alloc(shape, stride, draw):
+    """A tensor of this shape and stride over fresh storage filled by draw(size)."""
+    if stride is None:
+        return draw(list(shape))
+    size = 0 if 0 in shape else 1 + sum((n - 1) * s for n, s in zip(shape, stride))
+    return torch.as_strided(draw([size]), list(shape), list(stride))
+
+
+def _randn(shape, stride, dtype):
+    return _alloc(shape, stride, lambda s: torch.randn(s).to(dtype))
+
+
+def _positive(shape, stride, dtype):
+    return _alloc(shape, stride, lambda s: (torch.rand(s) + 0.5).to(dtype))
+
+
+def _mask(shape, stride, dtype):
+    return _alloc(shape, stride, lambda s: torch.rand(s) < 0.5)
+
+
+def _randint(shape, stride, dtype, high):
+    return _alloc(shape, stride, lambda s: torch.randint(0, max(int(high), 1), s, dtype=dtype))

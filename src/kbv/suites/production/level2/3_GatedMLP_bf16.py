@@ -1,0 +1,72 @@
+"""GatedMLP on bfloat16 inputs, over 1 shape (KBV_SHAPES; the module constants are the first)."""
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+DTYPE = torch.bfloat16
+
+
+class Model(nn.Module):
+    """Gated MLP without biases: down(act(gate(x)) * up(x))."""
+
+    def __init__(self, hidden_size: int, intermediate_size: int, activation: str) -> None:
+        super().__init__()
+        self.activation = activation
+        self.gate_proj = nn.Linear(hidden_size, intermediate_size, bias=False, dtype=DTYPE)
+        self.up_proj = nn.Linear(hidden_size, intermediate_size, bias=False, dtype=DTYPE)
+        self.down_proj = nn.Linear(intermediate_size, hidden_size, bias=False, dtype=DTYPE)
+
+    def forward(self, x):
+        return self.down_proj(_activate(self.gate_proj(x), self.activation) * self.up_proj(x))
+
+def _activate(x, activation):
+    if activation == "silu":
+        return F.silu(x)
+    if activation == "gelu":
+        return F.gelu(x)
+    if activation in ("gelu_tanh", "gelu_pytorch_tanh"):
+        return F.gelu(x, approximate="tanh")
+    raise ValueError(activation)
+
+
+hidden_size = 4096
+intermediate_size = 14336
+x_shape = [8, 1, 4096]
+x_stride = None
+
+
+def get_inputs():
+    return [_randn(x_shape, x_stride, torch.bfloat16)]
+
+
+def get_init_inputs():
+    return [hidden_size, intermediate_size, 'silu']
+
+
+KBV_SHAPES = [
+    {'hidden_size': 4096, 'intermediate_size': 14336, 'x_shape': [8, 1, 4096], 'x_stride': None},
+]
+
+def _alloc(shape, stride, draw):
+    """A tensor of this shape and stride over fresh storage filled by draw(size)."""
+    if stride is None:
+        return draw(list(shape))
+    size = 0 if 0 in shape else 1 + sum((n - 1) * s for n, s in zip(shape, stride))
+    return torch.as_strided(draw([size]), list(shape), list(stride))
+
+
+def _randn(shape, stride, dtype):
+    return _alloc(shape, stride, lambda s: torch.randn(s).to(dtype))
+
+
+def _positive(shape, stride, dtype):
+    return _alloc(shape, stride, lambda s: (torch.rand(s) + 0.5).to(dtype))
+
+
+def _mask(shape, stride, dtype):
+    return _alloc(shape, stride, lambda s: torch.rand(s) < 0.5)
+
+
+def _randint(shape, stride, dtype, high):
+    return _alloc(shape, stride, lambda s: torch.randint(0, max(int(high), 1), s, dtype=dtype))
