@@ -9,6 +9,13 @@ Stages (``--stages``, in this order; ``--smoke`` = env,build,pytest,examples and
   examples  the bundled CUDA and common example candidates, plus hostile ones (illegal memory access, segfault,
             hang) paired with level1/5_ReLU: every one must get a recorded verdict and the run must go on
   suite     every built-in problem with the reference itself as the candidate: must be correct, speedup ~1.0
+            (``--only level3/4_GRU,...`` for some of them)
+  corpus    the CUDA entries of tests/candidates/MANIFEST.json (``--corpus-ids a,b`` for some), one timing pair
+            each, into corpus.jsonl plus corpus-ids.json (sample -> entry id), to be checked against the manifest
+            off the machine (tests/test_adversarial.py's check_entry)
+  trace     ``kbv trace`` of every shipped recipe on the GPU, ``kbv suite build`` of the production suite from
+            those traces, packed as production-suite.tar.gz (traces included); then the first problems of the
+            suite (``--production-problems N``) evaluated with the reference as the candidate
 
 Everything is written under --out (default $OUT, else ./gpu-results) as it happens: ``<stage>.jsonl`` records and
 ``gpu_check.log``. Run from the repository root with ``PYTHONPATH=src`` (no install needed).
@@ -76,7 +83,7 @@ def stage_env(out: Path) -> None:
     say("software", json.dumps(envinfo.software()), "gpu", json.dumps(envinfo.gpu_identity(0)))
 
 
-def stage_pytest(out: Path) -> None:
+def stage_pytest(out: Path, keyword: str | None = None) -> None:
     try:
         import pytest  # noqa: F401
     except ImportError:
@@ -85,8 +92,8 @@ def stage_pytest(out: Path) -> None:
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
     with (out / "pytest-gpu.log").open("w") as log:
         proc = subprocess.run([sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider",
-                               str(ROOT / "tests")], stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT,
-                              timeout=400)
+                               *(["-k", keyword] if keyword else []), str(ROOT / "tests")], stdout=log,
+                              stderr=subprocess.STDOUT, env=env, cwd=ROOT, timeout=400)
     tail = (out / "pytest-gpu.log").read_text().strip().splitlines()[-15:]
     say("pytest -m gpu exit", proc.returncode, *["\n  " + t for t in tail])
 
@@ -128,8 +135,57 @@ def stage_examples(out: Path, workers: int) -> None:
     _run("examples", example_pairs(), EvalOptions(device="cuda", timeout=30), out, workers)
 
 
-def stage_suite(out: Path, workers: int, levels: set[int] | None, timing_pairs: int | None) -> None:
-    problems = [p for p in discover(builtin_suite_dir()) if levels is None or p.level in levels]
+def stage_trace(out: Path, workers: int, n_eval: int, device: str = "cuda", size: str = "full") -> None:
+    import tarfile
+
+    work = out.parent / "kbv-production"
+    traces = work / "traces"
+    traces.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    for recipe in ("llama3_8b", "mixtral_8x7b", "vit_l16"):
+        t0 = time.monotonic()
+        cmd = [sys.executable, "-m", "kbv.cli", "trace", recipe, "--device", device, "--size", size, "--out",
+               str(traces / f"{recipe}.json")]
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+        say(f"[trace] {recipe}: exit {proc.returncode} in {time.monotonic() - t0:.0f} s")
+        say("\n".join((proc.stdout + proc.stderr).strip().splitlines()[-25:]))
+    suite = work / "production"
+    cmd = [sys.executable, "-m", "kbv.cli", "suite", "build", *sorted(str(t) for t in traces.glob("*.json")),
+           "--out", str(suite), "--held-out", "1", "--force"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    say(f"[trace] suite build: exit {proc.returncode}")
+    say("\n".join((proc.stdout + proc.stderr).strip().splitlines()[-40:]))
+    with tarfile.open(out / "production-suite.tar.gz", "w:gz") as tar:
+        tar.add(traces, arcname="traces")
+        if suite.exists():
+            tar.add(suite, arcname="production")
+    if n_eval and suite.exists():
+        problems = discover(suite)[:n_eval]
+        folder = work / "reference-candidates"
+        pairs = [Pair(p, Candidate.from_path(write_reference_candidate(p, folder))) for p in problems]
+        records = _run("production", pairs, EvalOptions(device=device, timeout=240, timing_pairs=1), out, workers)
+        for r in records:
+            say(f"[production] {r['problem']}: {r['verdict']} shapes "
+                f"{[(s['index'], s['held_out'], s['verdict']) for s in (r.get('shape_results') or [])]}")
+
+
+def stage_corpus(out: Path, workers: int, only: set[str] | None) -> None:
+    manifest = json.loads((ROOT / "tests" / "candidates" / "MANIFEST.json").read_text())
+    entries = [e for e in manifest["entries"] if e.get("device") == "cuda" and not e.get("evaluated_in")
+               and (only is None or e["id"] in only)]
+    suite = {p.key: p for p in discover(builtin_suite_dir())}
+    pairs, ids = [], {}
+    for sample, entry in enumerate(entries):
+        pairs.append(Pair(suite[entry["problem"]], Candidate.from_path(ROOT / entry["file"], sample=sample)))
+        ids[sample] = entry["id"]
+    (out / "corpus-ids.json").write_text(json.dumps(ids))
+    _run("corpus", pairs, EvalOptions(device="cuda", timeout=120, timing_pairs=1), out, workers)
+
+
+def stage_suite(out: Path, workers: int, levels: set[int] | None, timing_pairs: int | None,
+                only: set[str] | None = None) -> None:
+    problems = [p for p in discover(builtin_suite_dir()) if (levels is None or p.level in levels)
+                and (only is None or p.key in only)]
     folder = out.parent / "kbv-reference-candidates"
     pairs = [Pair(p, Candidate.from_path(write_reference_candidate(p, folder))) for p in problems]
     options = EvalOptions(device="cuda", timeout=240, timing_pairs=timing_pairs)
@@ -150,6 +206,12 @@ def main() -> int:
     ap.add_argument("--suite", action="store_true", help="stage suite")
     ap.add_argument("--levels", default=None, help="suite: only these levels, e.g. 1 or 2,3")
     ap.add_argument("--timing-pairs", type=int, default=None, help="suite: process pairs per timing")
+    ap.add_argument("--only", default=None, help="suite: only these problem keys, comma-separated")
+    ap.add_argument("--pytest-k", default=None, help="pytest: a -k expression to run some gpu tests only")
+    ap.add_argument("--corpus-ids", default=None, help="corpus: only these manifest ids, comma-separated")
+    ap.add_argument("--production-problems", type=int, default=3, help="trace: production problems to evaluate")
+    ap.add_argument("--trace-device", default="cuda", help="trace: device (cpu with --trace-size tiny for a dry run)")
+    ap.add_argument("--trace-size", default="full", choices=["full", "tiny"])
     ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "gpu-results")))
     ap.add_argument("--build-workers", type=int, default=envinfo.cpu_count())
     args = ap.parse_args()
@@ -169,11 +231,16 @@ def main() -> int:
         elif stage == "build":
             stage_build(args.out, args.build_workers)
         elif stage == "pytest":
-            stage_pytest(args.out)
+            stage_pytest(args.out, args.pytest_k)
         elif stage == "examples":
             stage_examples(args.out, args.build_workers)
         elif stage == "suite":
-            stage_suite(args.out, args.build_workers, levels, args.timing_pairs)
+            stage_suite(args.out, args.build_workers, levels, args.timing_pairs,
+                        set(args.only.split(",")) if args.only else None)
+        elif stage == "corpus":
+            stage_corpus(args.out, args.build_workers, set(args.corpus_ids.split(",")) if args.corpus_ids else None)
+        elif stage == "trace":
+            stage_trace(args.out, args.build_workers, args.production_problems, args.trace_device, args.trace_size)
         else:
             say(f"unknown stage {stage}")
         say(f"=== {stage} took {time.monotonic() - s0:.0f} s (total {time.monotonic() - t0:.0f} s) ===")
