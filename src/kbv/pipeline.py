@@ -349,7 +349,13 @@ class PairEvaluation:
                                      "reference_only": matched["reference_only"]}
                         rec.correctness["unmatched"] = unmatched
                         if unmatched["candidate_only"] or unmatched["reference_only"]:
-                            rec.flags.append("unmatched_params")
+                            rec.flags.append("unmatched_params")  # keep the seeded initialisation on both sides
+                            rec.correctness["parameters_perturbed"] = []
+                        else:  # every tensor matched: fresh noise on the parameters, copied to the candidate
+                            perturbed = ref_call(reference, {"cmd": "perturb", "seed": secrets.randbits(63)})
+                            self.ref_state = perturbed["state"]
+                            cand_call(candidate, {"cmd": "load", "state": self.ref_state})
+                            rec.correctness["parameters_perturbed"] = perturbed["perturbed"]
                         for dist in DISTRIBUTIONS:
                             if dist.name in self.problem.skip:
                                 per_dist[dist.name] = {"status": "skipped", "reason": self.problem.skip[dist.name],

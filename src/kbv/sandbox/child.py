@@ -121,6 +121,19 @@ class Session:
         matched, candidate_only, reference_only = loading.load_matching_state(self.model, msg.get("state", {}))
         return {"matched": matched, "candidate_only": candidate_only, "reference_only": reference_only}
 
+    def cmd_perturb(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Reference role: fresh noise on every floating parameter; replies with the new state for the candidate."""
+        if self.spec["role"] != "reference" or self.model is None:
+            raise RuntimeError("perturb: reference role only")
+        names = loading.perturb_parameters(self.model, int(msg["seed"]))
+        return {"state": loading.state_of(self.model), "perturbed": names}
+
+    def cmd_load(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Load same-name, same-shape tensors of ``state`` into the model (the candidate after ``perturb``)."""
+        assert self.model is not None
+        matched, candidate_only, reference_only = loading.load_matching_state(self.model, msg["state"])
+        return {"matched": matched, "candidate_only": candidate_only, "reference_only": reference_only}
+
     def _inputs(self, seed: int, distribution: str) -> list[Any]:
         return inputs.make_inputs(self.problem, seed, self.device, self.precision, _SCALES[distribution],
                                   tuple(self.spec.get("unscaled", ())))
@@ -340,7 +353,8 @@ def main(conn: Connection, spec: dict[str, Any]) -> None:
         wire.send(conn, _error(exc))
         os._exit(1)
     handlers = {"import": session.cmd_import, "setup": session.cmd_setup, "forward": session.cmd_forward,
-                "judge": session.cmd_judge, "precision": session.cmd_precision, "fallback": session.cmd_fallback, "buffers": session.cmd_buffers, "time": session.cmd_time,
+                "judge": session.cmd_judge, "precision": session.cmd_precision, "perturb": session.cmd_perturb,
+                "load": session.cmd_load, "fallback": session.cmd_fallback, "buffers": session.cmd_buffers, "time": session.cmd_time,
                 "memory": session.cmd_memory}
     wire.send(conn, {"ok": True, "pid": os.getpid(), "isolation": isolation})
     while True:

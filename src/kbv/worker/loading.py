@@ -94,3 +94,25 @@ def load_matching_state(model: nn.Module, state: dict[str, torch.Tensor]) -> tup
     candidate_only = sorted(set(own) - set(matched))
     reference_only = sorted(set(state) - set(matched))
     return sorted(matched), candidate_only, reference_only
+
+
+PERTURB_ZERO_SCALE = 0.1  # noise scale for a parameter that is all zeros (a bias as constructed)
+PERTURB_RELATIVE_SCALE = 0.5  # noise scale relative to a parameter's own RMS
+
+
+def perturb_parameters(model: nn.Module, seed: int) -> list[str]:
+    """Add fresh noise to every floating parameter (not buffers): ``p += s * randn`` with ``s`` half the
+    parameter's RMS, or 0.1 where it is all zeros. Identity defaults (LayerNorm weight 1 and bias 0, a zero bias)
+    then matter, so a kernel that ignores them fails. Returns the names perturbed."""
+    gen = torch.Generator().manual_seed(seed % 2**63)
+    names = []
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if not param.is_floating_point() or param.numel() == 0:
+                continue
+            rms = float(param.detach().double().pow(2).mean().sqrt())
+            scale = PERTURB_RELATIVE_SCALE * rms if rms > 0 else PERTURB_ZERO_SCALE
+            noise = torch.randn(param.shape, generator=gen, dtype=torch.float32).to(param.device, param.dtype)
+            param.add_(noise * scale)
+            names.append(name)
+    return names
