@@ -629,6 +629,15 @@ def extension_symbols(build_root: str | os.PathLike[str] | Iterable[str | os.Pat
 FALLBACK_THRESHOLDS: dict[str, float] = {"fallback": 0.9, "partial_fallback": 0.0}
 
 
+def share_flags(share: float | None, thresholds: dict[str, float]) -> list[str]:
+    """``fallback`` at or above the fallback threshold, ``partial_fallback`` above the partial one, else none."""
+    if share is None:
+        return []
+    if share >= thresholds["fallback"]:
+        return ["fallback"]
+    return ["partial_fallback"] if share > thresholds["partial_fallback"] else []
+
+
 def classify(profile: dict[str, Any], symbols: dict[str, Any] | None = None,
              thresholds: dict[str, float] | None = None) -> dict[str, Any]:
     """A fallback verdict from both routes (trusted side: recomputes every classification from raw names).
@@ -690,12 +699,7 @@ def classify(profile: dict[str, Any], symbols: dict[str, Any] | None = None,
 
     total = library_units + own_units
     share = library_units / total if total else None
-    flags: list[str] = []
-    if share is not None:
-        if share >= thresholds["fallback"]:
-            flags.append("fallback")
-        elif share > thresholds["partial_fallback"]:
-            flags.append("partial_fallback")
+    flags = share_flags(share, thresholds)
     libraries = sorted(set(symbols.get("libraries") or []) | ({"aten"} if compute_ops else set()))
     return {
         "library_share": share,
@@ -825,12 +829,7 @@ def classify_gpu(kernels: list[dict[str, Any]], own: dict[str, Any],
         entry["us"] += us
     compute = totals["own"] + totals["library"]
     share = totals["library"] / compute if compute > 0 else None
-    flags: list[str] = []
-    if share is not None:
-        if share >= thresholds["fallback"]:
-            flags.append("fallback")
-        elif share > thresholds["partial_fallback"]:
-            flags.append("partial_fallback")
+    flags = share_flags(share, thresholds)
     ranked = sorted(per_kernel.values(), key=lambda e: -e["us"])
     return {"library_share_time": share, "own_us": totals["own"], "library_us": totals["library"],
             "data_movement_us": totals["data"], "kernels": ranked[:40],
