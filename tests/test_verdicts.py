@@ -8,11 +8,7 @@ from pathlib import Path
 import pytest
 
 from conftest import CANDIDATES, EXAMPLES, problem_path
-from kbv.candidates import Candidate, Pair
 from kbv.pipeline import EvalOptions
-from kbv.problems import load_problem
-from kbv.records import read_records
-from kbv.runner import run_pairs
 
 # candidate file (for level1/5_ReLU) -> (verdict, standard_verdict, error stage or None)
 EXPECTED = {
@@ -47,14 +43,13 @@ IDENTITY_RELU = EXAMPLES / "common" / "level_1_problem_5_sample_1_kernel.py"
 
 @pytest.fixture(scope="module")
 def records(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
-    relu = load_problem(problem_path("level1/5_ReLU"))
-    files = [CANDIDATES / name for name in EXPECTED] + [IDENTITY_RELU]
-    pairs = [Pair(relu, Candidate.from_path(path, sample=i)) for i, path in enumerate(files)]
-    out = tmp_path_factory.mktemp("verdicts") / "results.jsonl"
-    options = EvalOptions(device="cpu", timeout=6.0, build_timeout=8.0)
-    summary = run_pairs(pairs, options, out, build_workers=2)
-    assert summary.evaluated == len(pairs)
-    return {Path(r["candidate"]).name: r for r in read_records(out)}
+    """These candidates' records from the adversarial corpus (tests/candidates/MANIFEST.json), which evaluates every
+    fixture once per session in one batch (tests/test_adversarial.py): file name -> record, for level1/5_ReLU."""
+    from test_adversarial import corpus_records
+
+    relu = {Path(r["candidate"]).name: r for r in corpus_records(tmp_path_factory).values()
+            if r["problem"] == "level1/5_ReLU"}
+    return {name: relu[name] for name in [*EXPECTED, IDENTITY_RELU.name]}
 
 
 def test_every_pair_has_a_record(records: dict[str, dict]) -> None:
@@ -156,17 +151,17 @@ def test_threads_left_running_are_flagged(records: dict[str, dict]) -> None:
     assert not any("background_threads" in r["flags"] for n, r in records.items() if n != "background_thread.py")
 
 
-def test_expanded_output_is_rejected(tmp_path) -> None:
-    from conftest import ROOT
-    from kbv.candidates import write_reference_candidate
-    from kbv.pipeline import evaluate
+def test_expanded_output_is_rejected(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """tests/problems/level1/1_Repeat_Sum: the expanded view is rejected, the problem's own Model (whose output
+    repeats values by copying them) is not; both evaluated in the adversarial corpus."""
+    from test_adversarial import corpus_records
 
-    problem = load_problem(ROOT / "tests" / "problems" / "level1" / "1_Repeat_Sum.py")
-    record = evaluate(problem, CANDIDATES / "expanded_output.py", EvalOptions(device="cpu", timeout=30))
-    assert record.verdict == "rejected" and record.standard_verdict == "correct"
-    assert "degenerate_output" in record.flags
-    honest = evaluate(problem, write_reference_candidate(problem, tmp_path), EvalOptions(device="cpu", timeout=30))
-    assert honest.verdict == "correct" and "degenerate_output" not in honest.flags
+    corpus = corpus_records(tmp_path_factory)
+    record, honest = corpus["expanded_output"], corpus["reference_itself_repeat_sum"]
+    assert record["problem"] == honest["problem"]
+    assert record["verdict"] == "rejected" and record["standard_verdict"] == "correct"
+    assert "degenerate_output" in record["flags"]
+    assert honest["verdict"] == "correct" and "degenerate_output" not in honest["flags"]
 
 
 def test_speedup_above_the_bound_is_flagged() -> None:

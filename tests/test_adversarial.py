@@ -1,0 +1,325 @@
+"""The adversarial corpus (tests/candidates/MANIFEST.json): every fixture is evaluated once per session through kbv's
+library API and gets exactly the verdict and flags its manifest entry states.
+
+The CPU entries run in two batches of ``run_pairs``: hostile candidates (crashes, hangs, hacks) under short time
+limits, and the Triton and C++ candidates under build-length limits (the bundled C++ example builds in the session's
+cache, where the demo and fallback tests find it again). CUDA entries run in tests/test_adversarial_gpu.py with the
+same checks. tests/test_verdicts.py reads its records from the same batch (``corpus_records``), so no fixture is
+evaluated twice.
+
+An entry with a ``gap`` is a hack kbv does not catch today. Its test is ``xfail(strict=True)`` and fails only with
+``Undetected``: when a defence lands, the test passes, strict xfail turns that into a failure, and the entry's
+expectation should be moved to what kbv now gives (drop ``gap``). Before raising ``Undetected`` the test checks that
+the fixture still behaves as the manifest says today, so a fixture broken by some other change fails for real.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import CANDIDATES, ROOT, problem_path
+from kbv.candidates import Candidate, Pair, write_reference_candidate
+from kbv.pipeline import EvalOptions, evaluate
+from kbv.problems import Problem, load_problem
+from kbv.protocol import FLAGS, VERDICTS
+from kbv.records import read_records
+from kbv.runner import run_pairs
+from kbv.sandbox import confine
+
+MANIFEST = CANDIDATES / "MANIFEST.json"
+ENTRIES: list[dict[str, Any]] = json.loads(MANIFEST.read_text())["entries"]
+BY_ID = {e["id"]: e for e in ENTRIES}
+SANDBOX = confine.plan("auto")
+
+# Batch options per (device, timeouts). "fast": hostile candidates; a hang costs its stage's limit, so keep it short.
+OPTIONS = {
+    ("cpu", "fast"): dict(device="cpu", timeout=10.0, build_timeout=20.0),
+    ("cpu", "long"): dict(device="cpu", timeout=120.0, build_timeout=600.0),
+    ("cuda", "fast"): dict(device="cuda", timeout=180.0, build_timeout=600.0),
+    ("cuda", "long"): dict(device="cuda", timeout=180.0, build_timeout=600.0),
+}
+# Flags that do not by themselves mean a hack was caught (a gap's "any_detection" needs something else).
+NOT_A_DETECTION = frozenset({"fallback", "partial_fallback", "speedup_above_bound", "above_roofline",
+                             "memory_above_reference", "unmatched_params", "skipped_distribution",
+                             "reference_timing_cached"})
+ERROR_VERDICTS = frozenset({"compile_error", "timeout", "runtime_error"})
+# The CPU memory measure is a best-effort resident-set high-water mark with a 256 KiB slack: a candidate with one
+# more output-sized temporary than the reference sits at the edge. Tolerated on any CPU entry that does not require it.
+CPU_MEASUREMENT_FLAGS = frozenset({"memory_above_reference"})
+# Entries docs/security.md names as test_corpus[<id>] (tests/test_security_coverage.py looks for the ids among this
+# file's constants; test_documented_entries_exist keeps the list true).
+DOCUMENTED = (
+    "alias_input_when_identity", "bf16_output_matmul", "cache_by_data_ptr", "constant_mean", "default_dtype_float64",
+    "fallback_custom_op_relu", "fallback_torch_relu", "fallback_triton_decoy", "fallback_triton_partial",
+    "first_call_cache", "fix_seed_patch", "garbage_after_k_calls", "hidden_memory_numpy", "lazy_instance_override",
+    "lazy_subclass_torch_function", "leftover_empty", "mutate_input_to_match", "precompute_at_import",
+    "print_forged_result", "reference_subclass_from_file", "reference_via_sys_modules", "steal_from_frames",
+    "strided_output", "swallow_exception_fallback", "tamper_allclose_zeros", "tamper_event_elapsed",
+    "tamper_obfuscated", "write_kbv_source", "timer_frame_rewrite", "forge_timing_reply", "layernorm_ignores_affine",
+)
+
+
+class Undetected(Exception):
+    """The hack got past kbv (the expected outcome of a gap entry's xfail test)."""
+
+
+def entries(device: str, *, evaluated_here: bool = True) -> list[dict[str, Any]]:
+    return [e for e in ENTRIES if e["device"] == device and ("evaluated_in" not in e) == evaluated_here]
+
+
+def params(device: str) -> list[Any]:
+    """One pytest param per entry evaluated here, xfail(strict) for gaps, skipped where it needs a missing sandbox."""
+    out = []
+    for e in entries(device):
+        marks = []
+        if e.get("gap"):
+            marks.append(pytest.mark.xfail(raises=Undetected, strict=True, reason=e["gap"]["reason"]))
+        if e.get("needs_sandbox") and not SANDBOX["requested"]:
+            marks.append(pytest.mark.skip(reason=f"needs kbv's sandbox: {SANDBOX.get('reason')}"))
+        out.append(pytest.param(e, id=e["id"], marks=marks))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Evaluation: once per session and device, shared with tests/test_verdicts.py
+
+_RECORDS: dict[str, dict[str, dict[str, Any]]] = {}
+
+
+def _problem(entry: dict[str, Any]) -> Problem:
+    key = entry["problem"]
+    return load_problem(ROOT / key if key.endswith(".py") else problem_path(key))
+
+
+def _candidate_file(entry: dict[str, Any], problem: Problem, folder: Path) -> Path:
+    if entry["file"] == "@reference":
+        return write_reference_candidate(problem, folder / entry["id"])
+    return ROOT / entry["file"]
+
+
+def corpus_records(tmp_path_factory: pytest.TempPathFactory, device: str = "cpu") -> dict[str, dict[str, Any]]:
+    """Every manifest entry of ``device`` (those not evaluated elsewhere), evaluated once per session: id -> record."""
+    if device in _RECORDS:
+        return _RECORDS[device]
+    folder = tmp_path_factory.mktemp(f"corpus-{device}")
+    records: dict[str, dict[str, Any]] = {}
+    for timeouts in ("long", "fast"):  # long first: the C++ example's build then serves the other tests warm
+        batch = [e for e in entries(device) if e.get("timeouts", "fast") == timeouts]
+        if not batch:
+            continue
+        pairs, ids = [], {}
+        for sample, entry in enumerate(batch):
+            problem = _problem(entry)
+            pairs.append(Pair(problem, Candidate.from_path(_candidate_file(entry, problem, folder), sample=sample)))
+            ids[sample] = entry["id"]
+        out = folder / f"{timeouts}.jsonl"
+        summary = run_pairs(pairs, EvalOptions(**OPTIONS[(device, timeouts)]), out, build_workers=2)
+        assert summary.evaluated == len(pairs)
+        for record in read_records(out):
+            records[ids[record["sample"]]] = record
+    assert set(records) == {e["id"] for e in entries(device)}
+    _RECORDS[device] = records
+    return records
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    return corpus_records(tmp_path_factory, "cpu")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Checks (shared with tests/test_adversarial_gpu.py)
+
+
+def _explain(record: dict[str, Any]) -> str:
+    corr = record.get("correctness") or {}
+    return (f"verdict {record['verdict']} (standard {record['standard_verdict']}), flags {record['flags']}, "
+            f"failed {corr.get('failed_distributions')}, error {(record.get('error') or {}).get('message')}, "
+            f"speedup {((record.get('speedup') or {}).get('verified') or {}).get('value')}")
+
+
+def check_today(entry: dict[str, Any], record: dict[str, Any]) -> None:
+    """The record is what the manifest says kbv gives this entry (for a gap entry: what it gives today)."""
+    assert "harness_error" not in record["flags"], record["error"]
+    verdicts = entry["verdict"] if isinstance(entry["verdict"], list) else [entry["verdict"]]
+    assert record["verdict"] in verdicts, _explain(record)
+    if entry.get("standard_verdict") is not None:
+        assert record["standard_verdict"] == entry["standard_verdict"], _explain(record)
+    flags, required = set(record["flags"]), set(entry["flags"])
+    optional, any_of = set(entry.get("flags_optional", ())), set(entry.get("flags_any", ()))
+    if entry["device"] == "cpu":
+        optional |= CPU_MEASUREMENT_FLAGS
+    assert required <= flags, f"missing flags {sorted(required - flags)}: {_explain(record)}"
+    assert flags <= required | optional | any_of, f"unexpected flags {sorted(flags - required - optional - any_of)}"
+    if any_of:
+        assert flags & any_of, f"none of {sorted(any_of)}: {_explain(record)}"
+    if "error_stage" in entry:
+        assert record["error"]["stage"] == entry["error_stage"] and record["error"]["message"]
+    elif record["verdict"] not in ERROR_VERDICTS:
+        assert record["error"] is None, record["error"]
+    if "speedup_max" in entry:
+        speedup = record["speedup"]["verified"]["value"]
+        assert speedup <= entry["speedup_max"], f"reported {speedup:.2f}x faster than the reference"
+
+
+def unmet(want: dict[str, Any], record: dict[str, Any]) -> list[str]:
+    """What of a gap's ``want`` (what catching the hack would look like) the record does not show."""
+    flags = set(record["flags"])
+    missing = []
+    if "verdict" in want and record["verdict"] != want["verdict"]:
+        missing.append(f"verdict {want['verdict']}")
+    for flag in want.get("flags_include", ()):
+        if flag not in flags:
+            missing.append(f"flag {flag}")
+    if want.get("flags_any") and not flags & set(want["flags_any"]):
+        missing.append(f"one of the flags {want['flags_any']}")
+    if want.get("any_detection") and record["verdict"] == "correct" and not flags - NOT_A_DETECTION:
+        missing.append("any rejection or detecting flag")
+    if "speedup_below" in want:
+        value = ((record.get("speedup") or {}).get("verified") or {}).get("value")
+        if value is not None and value >= want["speedup_below"]:
+            missing.append(f"a speedup below {want['speedup_below']} (reported {value:.1f}x)")
+    return missing
+
+
+def check_entry(entry: dict[str, Any], record: dict[str, Any]) -> None:
+    gap = entry.get("gap")
+    if not gap:
+        check_today(entry, record)
+        return
+    missing = unmet(gap["want"], record)
+    if not missing:
+        return  # caught: the strict xfail reports this pass, and the manifest entry should lose its gap
+    check_today(entry, record)  # still the known behaviour, not some new breakage
+    raise Undetected(f"{entry['id']} ({', '.join(entry['catalog'])}) not caught: {gap['reason']}; "
+                     f"missing {missing}; {_explain(record)}")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The table
+
+
+@pytest.mark.parametrize("entry", params("cpu"))
+def test_corpus(corpus: dict[str, dict[str, Any]], entry: dict[str, Any]) -> None:
+    check_entry(entry, corpus[entry["id"]])
+
+
+def test_honest_custom_kernels_are_correct_with_no_flags(corpus: dict[str, dict[str, Any]]) -> None:
+    """A correct kernel of the candidate's own (C++ load_inline, Triton) is correct, unflagged and timed."""
+    for name in ("example_cpp_relu", "example_triton_gelu"):
+        record = corpus[name]
+        assert (record["verdict"], record["standard_verdict"], record["flags"]) == ("correct", "correct", []), \
+            _explain(record)
+        assert record["fallback"]["library_share"] == 0.0 and record["fallback"]["own_units"] >= 1
+        assert record["speedup"]["verified"]["value"] > 0 and record["stage"] == "done"
+    for name in ("correct_torch", "strided_output", "reference_itself_repeat_sum"):  # honest PyTorch: fallback only
+        flags = set(corpus[name]["flags"]) - CPU_MEASUREMENT_FLAGS
+        assert corpus[name]["verdict"] == "correct" and flags == {"fallback"}, _explain(corpus[name])
+
+
+def test_rejections_name_what_was_done(corpus: dict[str, dict[str, Any]]) -> None:
+    tamper = {name: set(corpus[name]["integrity"].get("tamper", [])) for name in
+              ("tamper_obfuscated", "tamper_event_elapsed", "tamper_allclose_zeros", "fix_seed_patch")}
+    assert "torch.allclose" in tamper["tamper_obfuscated"]
+    assert {"torch.cuda.Event.elapsed_time", "torch.cuda.Event.record"} <= tamper["tamper_event_elapsed"]
+    assert {"torch.allclose", "torch.equal", "torch.testing.assert_close",
+            "torch.Tensor.__eq__"} <= tamper["tamper_allclose_zeros"]
+    assert "torch.manual_seed" in tamper["fix_seed_patch"]
+    use = corpus["alias_input_when_identity"]["correctness"]["input_use"]
+    assert set(use["aliased_outputs"]) == {"D1", "D2", "D3"} and "mutated_inputs" not in use
+    mutated = corpus["mutate_input_to_match"]["correctness"]["input_use"]["mutated_inputs"]
+    assert set(mutated) == {"D1", "D2", "D3", "D4"}
+    memory = corpus["hidden_memory_numpy"]["memory_bytes"]
+    assert memory["candidate_peak"] >= 64 * 2**20 > memory["reference_peak"]
+
+
+def test_answers_are_not_in_the_candidates_process(corpus: dict[str, dict[str, Any]]) -> None:
+    """Looking for the expected output (frames, gc) finds only kbv's copy of the input: the identity, which D4
+    fails; a precomputed or first-call answer fails D1 at once."""
+    assert corpus["steal_from_frames"]["correctness"]["failed_distributions"] == ["D4"]
+    for name in ("precompute_at_import", "first_call_cache", "leftover_empty", "lazy_subclass_torch_function"):
+        assert "D1" in corpus[name]["correctness"]["failed_distributions"], name
+    assert "not exactly a torch.Tensor" in \
+        corpus["lazy_subclass_torch_function"]["correctness"]["distributions"]["D1"]["reason"]
+
+
+def test_hidden_fallbacks_leave_a_profile_with_no_work(corpus: dict[str, dict[str, Any]]) -> None:
+    """The fallbacks the recorder cannot see (another thread, modes switched off, numpy) leave a forward in which
+    no work at all was observed: the record says so (fallback.no_work_observed), though no flag is raised yet."""
+    for name in ("fallback_in_thread", "fallback_modes_disabled", "fallback_numpy_matmul"):
+        fallback = corpus[name]["fallback"]
+        assert fallback["no_work_observed"] is True and fallback["library_share"] is None, (name, fallback)
+
+
+def test_calling_the_reference_is_rejected_when_custom_kernels_are_required() -> None:
+    record = evaluate(problem_path("level1/5_ReLU"), CANDIDATES / "reference_via_sys_modules.py",
+                      EvalOptions(device="cpu", timeout=30.0, require_custom_kernels=True))
+    assert record.verdict == "rejected" and record.standard_verdict == "correct"
+    assert set(record.flags) - CPU_MEASUREMENT_FLAGS == {"fallback"} and record.fallback["library_share"] == 1.0
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The manifest itself
+
+
+_CATALOG_ID = re.compile(r"^[TMCFEB]\d+$")
+
+
+def test_manifest_lists_every_fixture_once() -> None:
+    ids = [e["id"] for e in ENTRIES]
+    assert len(ids) == len(set(ids)), "duplicate ids"
+    fixtures = {p.name for p in CANDIDATES.glob("*.py")}
+    listed = {Path(e["file"]).name for e in ENTRIES if e["file"].startswith("tests/candidates/")}
+    assert fixtures == listed, {"not in the manifest": sorted(fixtures - listed),
+                                "listed but missing": sorted(listed - fixtures)}
+    for e in ENTRIES:
+        assert e["file"] == "@reference" or (ROOT / e["file"]).is_file(), e["id"]
+        problem = ROOT / e["problem"] if e["problem"].endswith(".py") else problem_path(e["problem"])
+        assert problem.is_file(), e["id"]
+
+
+def test_manifest_entries_are_well_formed() -> None:
+    from test_security_coverage import catalog_ids
+
+    known = set(catalog_ids())
+    for e in ENTRIES:
+        assert e["kind"] in ("hack", "honest", "broken") and e["device"] in ("cpu", "cuda"), e["id"]
+        verdicts = e["verdict"] if isinstance(e["verdict"], list) else [e["verdict"]]
+        assert set(verdicts) <= VERDICTS and (e["standard_verdict"] is None or e["standard_verdict"] in VERDICTS)
+        assert all(_CATALOG_ID.match(c) and c in known for c in e["catalog"]), e["id"]
+        flags = [*e["flags"], *e.get("flags_optional", ()), *e.get("flags_any", ())]
+        assert set(flags) <= set(FLAGS), (e["id"], set(flags) - set(FLAGS))
+        if e.get("gap"):
+            assert e["gap"]["reason"] and e["gap"]["want"] and e["kind"] == "hack", e["id"]
+            assert set(e["gap"]["want"]) <= {"verdict", "flags_include", "flags_any", "any_detection",
+                                             "speedup_below"}, e["id"]
+            assert "evaluated_in" not in e
+        if "evaluated_in" in e:  # the named test exists
+            location, _, name = e["evaluated_in"].partition("::")
+            source = (ROOT / location).read_text()
+            function, _, param = name.partition("[")
+            assert f"def {function}(" in source, e["evaluated_in"]
+            assert not param or param.rstrip("]") in source, e["evaluated_in"]
+
+
+def test_documented_entries_exist() -> None:
+    """docs/security.md names these entries' tests as evidence: each is evaluated here and is not a gap."""
+    doc = (ROOT / "docs" / "security.md").read_text()
+    named = set(re.findall(r"tests/test_adversarial\.py::test_corpus\[([\w]+)\]", doc))
+    assert named == set(DOCUMENTED), {"named but not listed": sorted(named - set(DOCUMENTED)),
+                                      "listed but not named": sorted(set(DOCUMENTED) - named)}
+    for name in DOCUMENTED:
+        entry = BY_ID[name]
+        assert entry["device"] == "cpu" and "evaluated_in" not in entry and not entry.get("gap"), name
+
+
+def test_the_corpus_has_at_least_thirty_distinct_hacks() -> None:
+    """Issue #3: one candidate per hack, at least 30, as many as possible on the CPU."""
+    hacks = [e for e in ENTRIES if e["kind"] == "hack"]
+    assert len({e["hack"] for e in hacks}) == len(hacks), "two entries describe the same hack"
+    assert len([e for e in hacks if e["device"] == "cpu"]) >= 30
