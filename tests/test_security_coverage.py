@@ -9,6 +9,7 @@ with the catalog whenever the catalog is present.
 from __future__ import annotations
 
 import ast
+import json
 import re
 from functools import lru_cache
 from pathlib import Path
@@ -182,6 +183,14 @@ def _constants(tree: ast.Module) -> set[str]:
     return {str(node.value) for node in ast.walk(tree) if isinstance(node, ast.Constant)}
 
 
+def _manifest_ids(location: str) -> set[str]:
+    """The adversarial corpus is parametrized from tests/candidates/MANIFEST.json: its ids are its parameters."""
+    if not location.startswith("tests/test_adversarial"):
+        return set()
+    manifest = ROOT / "tests" / "candidates" / "MANIFEST.json"
+    return {e["id"] for e in json.loads(manifest.read_text(encoding="utf-8"))["entries"]}
+
+
 def _problem(ref: str) -> str | None:
     """Why a ``tests/file.py::name[param]`` reference does not resolve, or None when it does."""
     location, _, name = ref.partition("::")
@@ -198,7 +207,7 @@ def _problem(ref: str) -> str | None:
     if param is not None:
         if not any("parametrize" in ast.unparse(d) for d in function.decorator_list):
             return f"{name} is not parametrized, but the page names {ref}"
-        constants = _constants(tree)
+        constants = _constants(tree) | _manifest_ids(location)
         if param not in constants and not all(part in constants for part in param.split("-")):
             return f"no parameter {param!r} in {location}"
     return None
