@@ -54,7 +54,8 @@ CPU_MEASUREMENT_FLAGS = frozenset({"memory_above_reference"})
 # Entries docs/security.md names as test_corpus[<id>] (tests/test_security_coverage.py looks for the ids among this
 # file's constants; test_documented_entries_exist keeps the list true).
 DOCUMENTED = (
-    "alias_input_when_identity", "bf16_output_matmul", "cache_by_data_ptr", "constant_mean", "default_dtype_float64",
+    "alias_input_when_identity", "bf16_inputs_matmul", "bf16_output_matmul", "oob_write_past_input",
+    "uninit_beta_zero", "cache_by_data_ptr", "constant_mean", "default_dtype_float64",
     "fallback_custom_op_relu", "fallback_torch_relu", "fallback_triton_decoy", "fallback_triton_partial",
     "first_call_cache", "fix_seed_patch", "garbage_after_k_calls", "hidden_memory_numpy", "lazy_instance_override",
     "lazy_subclass_torch_function", "leftover_empty", "mutate_input_to_match", "precompute_at_import",
