@@ -408,22 +408,14 @@ class Counts:
 def _load(path: Path, profile: str | None, shape: dict[str, Any] | None = None) -> ModuleType:
     """Import a problem file under a private module name (never ``kbv_problem``), with a size profile and then one
     shape's overrides applied."""
-    from kbv.worker.loading import import_file
+    from kbv.worker.loading import apply_sizes, import_file
 
     name = f"kbv_roofline_problem_{next(_module_ids)}"
     try:
         module = import_file(path, name)
     finally:
         sys.modules.pop(name, None)
-    if profile:
-        overrides = getattr(module, "KBV_PROFILES", {}).get(profile)
-        if overrides is None:
-            raise KeyError(f"problem {path.name} has no size profile {profile!r}")
-        for key, value in overrides.items():
-            setattr(module, key, value)
-    for key, value in (shape or {}).items():
-        setattr(module, key, value)
-    return module
+    return apply_sizes(module, profile, shape)
 
 
 _module_ids = itertools.count()

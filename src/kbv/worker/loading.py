@@ -30,11 +30,15 @@ def load_problem_module(path: str | Path, profile: str | None,
                         shape: dict[str, Any] | None = None) -> ModuleType:
     """Import a problem, then apply its size profile and then one shape's overrides (a KBV_SHAPES entry or a
     held-out shape), both as module-constant assignments."""
-    module = import_file(path, "kbv_problem")
+    return apply_sizes(import_file(path, "kbv_problem"), profile, shape)
+
+
+def apply_sizes(module: ModuleType, profile: str | None, shape: dict[str, Any] | None = None) -> ModuleType:
+    """Assign a problem module's size profile (``KBV_PROFILES[profile]``), then one shape's overrides."""
     if profile:
         overrides = getattr(module, "KBV_PROFILES", {}).get(profile)
         if overrides is None:
-            raise KeyError(f"problem {Path(path).name} has no size profile {profile!r}")
+            raise KeyError(f"problem {Path(module.__file__ or '?').name} has no size profile {profile!r}")
         for name, value in overrides.items():
             setattr(module, name, value)
     for name, value in (shape or {}).items():
