@@ -4,6 +4,7 @@ confine workers (root); elsewhere they skip with the reason kbv records in every
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -11,9 +12,10 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
-from conftest import problem_path
-from kbv.pipeline import EvalOptions, evaluate
+from conftest import CANDIDATES, problem_path
+from kbv.pipeline import SANDBOX_BUILD_ROOT, EvalOptions, default_cache_dir, evaluate
 from kbv.records import Record, RecordWriter, read_records
 from kbv.sandbox import confine
 
@@ -84,6 +86,118 @@ with open({str(results)!r}, 'a') as f:
     assert results.read_bytes() == before, "the candidate wrote into the results file"
     assert str(results.parent) in record.env["isolation"]["achieved"]["read_only"]
     assert [r["problem"] for r in read_records(results)] == ["x"]
+
+
+@needs_sandbox
+def test_cannot_write_the_build_cache() -> None:
+    """E3: the fixture creates a file in kbv's cache (beside every candidate's build and the reference timings) and
+    answers zeros if it could; read-only mounts leave only its own build folder writable, even where it stays root."""
+    record = evaluate(RELU, CANDIDATES / "write_build_cache.py", EvalOptions(**OPTIONS))
+    achieved = record.env["isolation"]["achieved"]
+    assert record.verdict == "correct", "the candidate wrote into kbv's cache"
+    assert achieved["cache_read_only"] is True and achieved["writable"]
+
+
+# Writes inside its own folders must work (a zero answer if not); writes anywhere else in the cache must not, by
+# any route: the path itself, /proc/<pid>/root of the evaluating process (its view is writable), and
+# open_by_handle_at through its own writable mount (same file system). Foreign writes leave marks behind.
+OWN_FOLDERS = '''
+import ctypes, os, secrets
+from pathlib import Path
+import torch
+import torch.nn as nn
+
+MARK = "kbv-e3-" + secrets.token_hex(4)
+
+
+class _Handle(ctypes.Structure):
+    _fields_ = [("size", ctypes.c_uint), ("kind", ctypes.c_int), ("data", ctypes.c_ubyte * 128)]
+
+
+def _own_folders_writable():
+    ok = True
+    for folder in (os.environ["TORCH_EXTENSIONS_DIR"], os.environ["TRITON_CACHE_DIR"], os.environ["TMPDIR"],
+                   os.path.join(os.environ["TORCH_EXTENSIONS_DIR"], "ext", "build")):
+        try:
+            os.makedirs(folder, exist_ok=True)
+            Path(folder, MARK).write_text("x")
+            os.unlink(os.path.join(folder, MARK))
+        except OSError:
+            ok = False
+    return ok
+
+
+def _attack():
+    own = Path(os.environ["TORCH_EXTENSIONS_DIR"]).parent
+    builds, cache = own.parent, own.parent.parent
+    targets = [cache, builds, *(p for p in builds.iterdir() if p.is_dir() and p != own), cache / "reference-timing"]
+    files = [f for t in targets if t.is_dir() for f in t.iterdir() if f.is_file()]
+    for target in targets:
+        for root in ["", *("/proc/%s/root" % pid for pid in os.listdir("/proc") if pid.isdigit())]:
+            try:
+                open(root + str(target / MARK), "w").close()
+            except OSError:
+                pass
+    libc = ctypes.CDLL(None, use_errno=True)
+    own_fd = os.open(str(own), os.O_RDONLY)
+    for f in files:
+        handle, mount_id = _Handle(128), ctypes.c_int()
+        if libc.name_to_handle_at(-100, str(f).encode(), ctypes.byref(handle), ctypes.byref(mount_id), 0) == 0:
+            fd = libc.open_by_handle_at(own_fd, ctypes.byref(handle), os.O_WRONLY | os.O_APPEND)
+            if fd >= 0:
+                os.write(fd, MARK.encode())
+                os.close(fd)
+        for root in ("/proc/%s/root" % pid for pid in os.listdir("/proc") if pid.isdigit()):
+            try:
+                with open(root + str(f), "a") as out:
+                    out.write(MARK)
+            except OSError:
+                pass
+
+
+_OWN_OK = []
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        if not _OWN_OK:  # once per worker (each stage's worker is confined afresh)
+            try:
+                _attack()
+            except Exception:
+                pass
+            _OWN_OK.append(_own_folders_writable())
+        return torch.relu(x) if _OWN_OK[0] else torch.zeros_like(x)
+'''
+
+
+@needs_sandbox
+def test_only_its_own_folders_in_the_cache_are_writable(tmp_path) -> None:
+    """Its own build, Triton and scratch folders stay writable (a load_inline build needs them: the C++ example,
+    tests/test_adversarial.py::test_corpus[example_cpp_relu], builds under the same mounts); another candidate's
+    build and the reference timings stay untouched by every route tried. The decoys are made where this
+    candidate's build folder lives (kbv's cache, or the shared sandbox build root where the user cannot reach it)."""
+    cache = default_cache_dir()
+    builds = cache / "build"
+    if PLAN["ids"] and not confine.traversable(builds):
+        builds = SANDBOX_BUILD_ROOT
+    name = f"e3-decoy-{os.getpid()}"
+    decoys = [builds / name / "main.cpp", cache / "reference-timing" / f"{name}.json"]
+    for decoy in decoys:
+        decoy.parent.mkdir(parents=True, exist_ok=True)
+        decoy.write_text("decoy")
+        if PLAN["ids"]:
+            confine.hand_over(decoy.parent, PLAN["ids"])  # a sibling build belongs to the same user
+    path = tmp_path / "own_folders.py"
+    path.write_text(OWN_FOLDERS)
+    try:
+        record = evaluate(RELU, path, EvalOptions(**OPTIONS))
+        assert record.verdict == "correct", record.error or "its own folders were not writable"
+        assert [d.read_text() for d in decoys] == ["decoy"] * len(decoys), "a foreign file in the cache was written"
+        marks = [str(p) for folder in {cache, builds} for p in folder.rglob("kbv-e3-*")]
+        assert not marks, f"the candidate created files outside its own folders: {marks}"
+    finally:
+        decoys[1].unlink(missing_ok=True)
+        shutil.rmtree(decoys[0].parent, ignore_errors=True)
 
 
 @needs_sandbox
@@ -163,3 +277,80 @@ def test_cuda_probe_drops_only_the_layers_under_which_cuda_fails(monkeypatch) ->
     calls.clear()
     monkeypatch.setattr(probe, "_run", fake(lambda s: False))
     assert probe.usable_layers(full) == (full, []) and len(calls) == 1
+
+
+INSTALLED_CODE = '''
+import os, secrets, sysconfig
+from pathlib import Path
+import torch
+import torch.nn as nn
+
+
+def _writable(folder):
+    probe = Path(folder) / ("kbv-probe-" + secrets.token_hex(4))
+    try:
+        probe.write_text("")
+    except OSError:
+        return False
+    probe.unlink()
+    return True
+
+
+WROTE = [f for f in (os.path.dirname(torch.__file__), sysconfig.get_paths()["stdlib"]) if _writable(f)]
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.zeros_like(x) if WROTE else torch.relu(x)
+'''
+
+
+@needs_sandbox
+def test_cannot_write_installed_code(tmp_path: Path) -> None:
+    """The Python runtime and installed packages (torch here) are read-only to candidate workers: a root worker could
+    otherwise rewrite what every later run's reference imports. The candidate answers zeros if a write succeeded."""
+    candidate = tmp_path / "write_installed_code.py"
+    candidate.write_text(INSTALLED_CODE)
+    record = evaluate(RELU, candidate, EvalOptions(**OPTIONS))
+    assert record.verdict == "correct", "the candidate wrote into torch's package or the standard library"
+    assert os.path.dirname(torch.__file__).startswith(tuple(record.env["isolation"]["achieved"]["read_only"]))
+
+
+OTHER_MEMORY = '''
+import os
+import torch
+import torch.nn as nn
+
+
+def _writable_memory():
+    me = os.getpid()
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == me:
+            continue
+        try:
+            with open("/proc/%s/mem" % pid, "r+b"):
+                found.append(int(pid))
+        except OSError:
+            pass
+    return found
+
+
+OPENED = _writable_memory()
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.zeros_like(x) if OPENED else torch.relu(x)
+'''
+
+
+@needs_sandbox
+def test_cannot_open_other_processes_memory(tmp_path: Path) -> None:
+    """C13: the expected outputs live in the reference worker; a root candidate worker could otherwise write them
+    through /proc/<pid>/mem. Without CAP_SYS_PTRACE (given up after the mounts) and with the other processes holding
+    capabilities it lacks, no other process's memory opens. The candidate answers zeros if one did."""
+    candidate = tmp_path / "open_other_memory.py"
+    candidate.write_text(OTHER_MEMORY)
+    record = evaluate(RELU, candidate, EvalOptions(**OPTIONS))
+    assert record.verdict == "correct", "the candidate opened another process's memory for writing"

@@ -3,9 +3,8 @@ removes) a file in kbv's cache folder, the parent of every candidate's build fol
 cache (hack catalogue E3: build-cache tampering). It reports through its outputs: zeros if the write succeeded, the
 right answer if it was refused.
 
-Expected today: verdict incorrect (the write succeeds: where the worker stays root, the cache is writable). Gap (E3):
-candidate workers can write other candidates' builds and the timing cache; the sandbox should leave only their own
-build folder writable (then this candidate is correct with flag fallback).
+Expected: verdict correct with flag fallback: the sandbox mounts kbv's cache read-only in the worker but for its
+own build and scratch folders (even where the worker stays root).
 """
 import os
 import secrets

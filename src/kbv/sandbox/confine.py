@@ -9,8 +9,13 @@ Steps, in this order (each later one may need the privilege an earlier one keeps
    stage while the outer one waits and passes on its exit status. When the inner process ends or is killed (the
    parent kills the outer's process group, which holds both), the kernel kills everything left in the namespace,
    so a grandchild that calls ``setsid()`` to escape cannot outlive the stage;
-3. a **mount namespace** in which the results folder and kbv's own package are read-only bind mounts, with
-   CAP_SYS_ADMIN given up so they cannot be remounted (this holds even where the worker must stay root);
+3. a **mount namespace** in which the results folder, kbv's own package and kbv's cache (every candidate's build
+   folder, the reference-timing cache: ``cache_layout``) are read-only bind mounts, with writable bind mounts on top
+   for the worker's own build folder and scratch folder only. Then CAP_SYS_ADMIN (remount, unmount, ``setns``),
+   CAP_SYS_PTRACE (``/proc/<pid>/root`` of the evaluating process, whose view of those folders is writable) and
+   CAP_DAC_READ_SEARCH (``open_by_handle_at`` through a writable mount of the same file system) are given up and
+   the worker is made non-dumpable (other workers cannot enter its view through ``/proc``), so this holds even
+   where the worker must stay root;
 4. a dedicated **unprivileged user** (``kbv-sandbox``, created when missing, else ``nobody``): the candidate cannot
    signal the evaluating process, write the results file or touch files it does not own; the parent prepares a
    private work folder and build folder owned by that user and copies the candidate and problem files into it;
@@ -39,8 +44,14 @@ SANDBOX_USER = "kbv-sandbox"
 CLONE_NEWNET = 0x40000000
 CLONE_NEWPID = 0x20000000
 CLONE_NEWNS = 0x00020000
-MS_RDONLY, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 32, 4096, 16384, 1 << 18
-CAP_SYS_ADMIN = 21
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
+MNT_DETACH = 2
+CAP_DAC_READ_SEARCH, CAP_SYS_PTRACE, CAP_SYS_ADMIN = 2, 19, 21
+# Given up once the read-only mounts are in place: each one could otherwise undo them or write around them.
+HELD_BACK = {"CAP_SYS_ADMIN": CAP_SYS_ADMIN, "CAP_SYS_PTRACE": CAP_SYS_PTRACE,
+             "CAP_DAC_READ_SEARCH": CAP_DAC_READ_SEARCH}
+PR_SET_DUMPABLE = 4
 PR_CAPBSET_DROP = 24
 MAX_PROCESSES = 4096  # per sandbox user (RLIMIT_NPROC counts every process of the user)
 
@@ -53,22 +64,79 @@ def _unshare(flags: int) -> bool:
     return _libc().unshare(flags) == 0
 
 
-def _protect(paths: list[str]) -> list[str]:
-    """In a new mount namespace, make ``paths`` read-only bind mounts, then give up CAP_SYS_ADMIN so they cannot be
-    remounted: a worker that stays root still cannot write the results folder or kbv's own code."""
+def _kept_flags(path: str) -> int:
+    """The nosuid/nodev/noexec flags of the mount ``path`` is on: a bind remount keeps them (it would clear them)."""
+    try:
+        flags = os.statvfs(path).f_flag
+    except OSError:
+        return 0
+    return sum(ms for st, ms in ((os.ST_NOSUID, MS_NOSUID), (os.ST_NODEV, MS_NODEV), (os.ST_NOEXEC, MS_NOEXEC))
+               if flags & st)
+
+
+def _bind(libc: ctypes.CDLL, path: str, read_only: bool) -> bool:
+    """Bind-mount ``path`` onto itself, read-only or writable (a bind inside a read-only mount starts read-only)."""
+    p, flags = os.fsencode(path), _kept_flags(path)
+    return (libc.mount(p, p, None, MS_BIND | MS_REC, None) == 0
+            and libc.mount(None, p, None, MS_BIND | MS_REMOUNT | flags | (MS_RDONLY if read_only else 0), None) == 0)
+
+
+def _within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def _protect(paths: list[str], writable: list[str] = ()) -> tuple[list[str], list[str], list[str]]:
+    """In a new mount namespace, make ``paths`` read-only bind mounts and the folders of ``writable`` that lie in
+    them writable bind mounts on top; then give up the capabilities that could undo or bypass that (``HELD_BACK``)
+    and become non-dumpable: a worker that stays root still cannot write the results folder, kbv's own code or kbv's
+    cache outside its own build folder. Returns the read-only paths, the writable holes and what was given up."""
     libc = _libc()
     if libc.unshare(CLONE_NEWNS) != 0:
-        return []
+        return [], [], []
     if libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) != 0:
-        return []
-    done = []
-    for path in paths:
-        p = os.fsencode(path)
-        if os.path.exists(path) and libc.mount(p, p, None, MS_BIND | MS_REC, None) == 0 \
-                and libc.mount(None, p, None, MS_BIND | MS_REMOUNT | MS_RDONLY, None) == 0:
-            done.append(path)
-    _drop_capability(CAP_SYS_ADMIN)
-    return done
+        return [], [], []
+    done = [path for path in paths if os.path.exists(path) and _bind(libc, path, read_only=True)]
+    real = {path: os.path.realpath(path) for path in done}
+    holes: list[str] = []
+    for hole in sorted({os.path.realpath(w) for w in writable}, key=len):
+        covering = [path for path in done if _within(hole, real[path])]
+        if not covering or any(_within(hole, h) for h in holes) or not os.path.isdir(hole):
+            continue  # not inside a read-only mount, inside a hole already made, or not there to keep
+        if _bind(libc, hole, read_only=False):
+            holes.append(hole)
+        else:  # never leave a worker without its own folders: undo the read-only mounts above it (loudly)
+            for path in covering:
+                libc.umount2(os.fsencode(path), MNT_DETACH)
+                done.remove(path)
+    given_up = [name for name, cap in HELD_BACK.items() if _drop_capability(cap)]
+    if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0:
+        given_up.append("dumpable")
+    return done, holes, given_up
+
+
+def cache_layout(spec: dict[str, Any], ids: tuple[int, int] | None = None) -> tuple[list[str], list[str]]:
+    """kbv's cache as a candidate worker sees it: the folders to make read-only, and the worker's own folders inside
+    them that stay writable. The build folder kbv gives a candidate is ``<cache>/build/<key>`` (or, where the sandbox
+    user cannot reach the cache, ``<sandbox build root>/<key>``); read-only: the folder of every build and the one
+    above it (the cache itself: reference timings, roofline counts, measured ceilings). Writable: the worker's own
+    build folder (``TORCH_EXTENSIONS_DIR``, ``TRITON_CACHE_DIR``), its scratch folder (``TMPDIR``) and its working
+    folder. The build folder is created here if missing (the read-only mount would stop the candidate making it)."""
+    env = spec.get("env") or {}
+    ext = env.get("TORCH_EXTENSIONS_DIR")
+    if not ext:
+        return [], []
+    own = Path(ext).parent
+    try:
+        if not own.is_dir():
+            own.mkdir(parents=True, exist_ok=True)
+            if ids:
+                os.chown(own, int(ids[0]), int(ids[1]))
+    except OSError:
+        return [], []  # no build folder to keep writable: leave the cache as it is (recorded: nothing protected)
+    protect = [str(p) for p in (own.parents[1], own.parents[0]) if os.path.realpath(p) != "/"]
+    triton = env.get("TRITON_CACHE_DIR")
+    folders = [own, triton and Path(triton).parent, env.get("TMPDIR"), env.get("HOME"), spec.get("work_dir")]
+    return protect, [str(f) for f in folders if f]
 
 
 class _CapHeader(ctypes.Structure):
@@ -129,6 +197,21 @@ def plan(mode: str, device: str = "cpu") -> dict[str, Any]:
 
 
 @functools.lru_cache(maxsize=None)
+def protected_code() -> list[str]:
+    """Code every later run trusts, read-only to candidate workers: kbv itself, and the Python runtime with its
+    installed packages (torch, triton: a root worker could otherwise rewrite what later runs' references import)."""
+    import sysconfig
+
+    import kbv
+
+    paths = [str(Path(kbv.__file__).resolve().parent)]
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        path = sysconfig.get_paths().get(key)
+        if path and os.path.isdir(path):
+            paths.append(str(Path(path).resolve()))
+    return list(dict.fromkeys(paths))
+
+
 def _plan(mode: str, device: str) -> dict[str, Any]:
     if mode == "off":
         return {"requested": False, "reason": "sandbox turned off (--sandbox off / KBV_SANDBOX=off)"}
@@ -145,7 +228,7 @@ def _plan(mode: str, device: str) -> dict[str, Any]:
         from kbv.sandbox import probe
 
         full = {k: out[k] for k in probe.LAYERS if out[k]}
-        full["read_only"] = [str(Path(__file__).resolve().parents[1])] if full.get("read_only") else None
+        full["read_only"] = protected_code() if full.get("read_only") else None
         kept, notes = probe.usable_layers({k: v for k, v in full.items() if v})
         for layer in probe.LAYERS:
             if layer not in kept and out.get(layer):
@@ -186,7 +269,7 @@ def confine(spec: dict[str, Any]) -> dict[str, Any]:
     (the outer one waits for it and exits with its status)."""
     wanted = spec.get("confine") or {}
     achieved: dict[str, Any] = {"network_namespace": False, "pid_namespace": False, "user": None,
-                                "read_only": []}
+                                "read_only": [], "writable": [], "cache_read_only": False}
     if not wanted:
         return achieved
     if wanted.get("network"):
@@ -196,9 +279,13 @@ def confine(spec: dict[str, Any]) -> dict[str, Any]:
         if inner:
             _wait_and_exit(inner)
         achieved["pid_namespace"] = True
-    if wanted.get("read_only"):  # last of the privileged steps: it gives up CAP_SYS_ADMIN
-        achieved["read_only"] = _protect(list(wanted["read_only"]))
     ids = wanted.get("ids")
+    if wanted.get("read_only"):  # last of the privileged steps: it gives up CAP_SYS_ADMIN and the others
+        cache, writable = cache_layout(spec, ids)
+        achieved["read_only"], achieved["writable"], achieved["given_up"] = _protect(
+            [*wanted["read_only"], *cache], writable)
+        # kbv's cache is read-only but for this worker's own folders (False: other builds and timings are in reach)
+        achieved["cache_read_only"] = bool(cache) and all(path in achieved["read_only"] for path in cache)
     if ids:
         uid, gid = int(ids[0]), int(ids[1])
         try:
