@@ -5,7 +5,9 @@ Stages (``--stages``, in this order; ``--smoke`` = env,build,pytest,examples and
   env       what the machine is (nvidia-smi, torch, triton, nvcc, python packages kbv may use)
   build     every CUDA candidate the later stages use, built in parallel first (hash-named cache: later stages,
             the gpu tests included, import them warm)
-  pytest    the tests marked ``gpu`` (pytest -m gpu), if pytest is importable here
+  pytest    the tests marked ``gpu`` (pytest -m gpu), if pytest is importable here; the GPU corpus records stream
+            into corpus-cuda-*.jsonl; KBV_CORPUS_IDS=a,b evaluates only those corpus entries (the others' tests
+            skip), to split the corpus over several device calls (one entry at full size takes 1-2 minutes)
   examples  the bundled CUDA and common example candidates, plus hostile ones (illegal memory access, segfault,
             hang) paired with level1/5_ReLU: every one must get a recorded verdict and the run must go on
   suite     every built-in problem with the reference itself as the candidate: must be correct, speedup ~1.0
@@ -89,11 +91,11 @@ def stage_pytest(out: Path, keyword: str | None = None) -> None:
     except ImportError:
         say("pytest missing: gpu tests not run")
         return
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), KBV_CORPUS_RECORDS_DIR=str(out))  # corpus-cuda.jsonl
     with (out / "pytest-gpu.log").open("w") as log:
         proc = subprocess.run([sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider",
                                *(["-k", keyword] if keyword else []), str(ROOT / "tests")], stdout=log,
-                              stderr=subprocess.STDOUT, env=env, cwd=ROOT, timeout=400)
+                              stderr=subprocess.STDOUT, env=env, cwd=ROOT, timeout=440)
     tail = (out / "pytest-gpu.log").read_text().strip().splitlines()[-15:]
     say("pytest -m gpu exit", proc.returncode, *["\n  " + t for t in tail])
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from test_adversarial import check_entry, corpus_records, params
+from test_adversarial import check_entry, corpus_records, params, record_of
 
 pytestmark = pytest.mark.gpu
 
@@ -26,14 +26,14 @@ def gpu_corpus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, 
 
 @pytest.mark.parametrize("entry", params("cuda"))
 def test_gpu_corpus(gpu_corpus: dict[str, dict[str, Any]], entry: dict[str, Any]) -> None:
-    check_entry(entry, gpu_corpus[entry["id"]])
+    check_entry(entry, record_of(gpu_corpus, entry["id"]))
 
 
 def test_side_stream_work_is_timed(gpu_corpus: dict[str, dict[str, Any]]) -> None:
     """The candidate does the reference's work on another stream and returns before it ends. kbv's timer synchronises
     the device before its end event, so the work is counted: no better than the reference beyond noise (an
     unsynchronised event timer reports ~20x on an H200)."""
-    record = gpu_corpus["cuda_side_stream"]
+    record = record_of(gpu_corpus, "cuda_side_stream")
     assert record["correctness"]["failed_distributions"] == []
     timing = record["timing_ms"]
     for baseline in ("standard", "verified"):
@@ -43,7 +43,7 @@ def test_side_stream_work_is_timed(gpu_corpus: dict[str, dict[str, Any]]) -> Non
 def test_cublas_inside_an_extension_is_seen_by_its_imports(gpu_corpus: dict[str, dict[str, Any]]) -> None:
     """No ATen compute op reaches the dispatcher; the symbol route sees cublasSgemm_v2 in the object, and the GPU
     route sees only library kernels (cuBLAS's GEMM, none from the candidate's binary)."""
-    fallback = gpu_corpus["cuda_cublas_extension"]["fallback"]
+    fallback = record_of(gpu_corpus, "cuda_cublas_extension")["fallback"]
     assert fallback["compute_ops"] == {}, fallback
     assert "cublasSgemm_v2" in fallback["library_symbols"] and "cublas" in fallback["libraries"], fallback
     assert "kbv_test_cuda_cublas" in fallback["library_backed_modules"], fallback
@@ -53,14 +53,14 @@ def test_cublas_inside_an_extension_is_seen_by_its_imports(gpu_corpus: dict[str,
 def test_a_fallback_on_another_thread_is_seen_by_the_gpu_route(gpu_corpus: dict[str, dict[str, Any]]) -> None:
     """torch.relu on a helper thread escapes the dispatch recorder (per thread: the CPU route misses it, see
     fallback_in_thread in tests/test_adversarial.py); the kernels it launches do not escape the GPU route."""
-    fallback = gpu_corpus["cuda_fallback_in_thread"]["fallback"]
+    fallback = record_of(gpu_corpus, "cuda_fallback_in_thread")["fallback"]
     assert fallback["compute_ops"] == {}, fallback
     assert fallback["decided_by"] == "gpu device time" and fallback["gpu"]["library_share_time"] == 1.0, fallback
 
 
 def test_memory_outside_the_allocator_is_seen(gpu_corpus: dict[str, dict[str, Any]]) -> None:
     """A 1 GiB workspace from cuMemAlloc is invisible to torch's allocator peak, not to device memory in use."""
-    memory = gpu_corpus["cuda_hidden_workspace"]["memory_bytes"]
+    memory = record_of(gpu_corpus, "cuda_hidden_workspace")["memory_bytes"]
     assert memory["candidate_peak"] <= memory["reference_peak"], memory  # the allocator sees nothing extra
     assert memory["candidate_device_in_use"] - memory["reference_device_in_use"] >= 2**30, memory
 
@@ -68,7 +68,7 @@ def test_memory_outside_the_allocator_is_seen(gpu_corpus: dict[str, dict[str, An
 def test_cuda_allocator_holds_no_answer(gpu_corpus: dict[str, dict[str, Any]]) -> None:
     """torch.empty_like in the candidate's process gets its own freed blocks (inputs, earlier outputs), never the
     reference's output: the reference runs in another process with its own CUDA context."""
-    record = gpu_corpus["cuda_leftover_empty"]
+    record = record_of(gpu_corpus, "cuda_leftover_empty")
     assert "D1" in record["correctness"]["failed_distributions"]
-    cached = gpu_corpus["cuda_cache_by_data_ptr"]
+    cached = record_of(gpu_corpus, "cuda_cache_by_data_ptr")
     assert cached["correctness"]["failed_distributions"] or "timed_output_mismatch" in cached["flags"]

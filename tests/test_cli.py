@@ -83,7 +83,7 @@ def test_protocol_prints_distributions_tolerances_baselines(runner, cache_env):
     result = invoke(runner, ["protocol"], cache_env)
     assert result.exit_code == 0, result.output
     out = result.output
-    for d in ("D1", "D2", "D3", "D4"):
+    for d in ("D1", "D2", "D3", "D4", "D5", "D6"):
         assert re.search(rf"\b{d}\b", out), d
     for precision in ("fp32", "bf16"):
         assert re.search(rf"\b{precision}\b", out), precision
@@ -123,7 +123,7 @@ def test_eval_writes_one_correct_record_and_prints_the_report(evaluated):
     assert r["env"]["device_kind"] == "cpu"
     assert r["env"]["profile"] == "small"  # auto profile on the CPU
     assert {n: d["status"] for n, d in r["correctness"]["distributions"].items()} == {
-        "D1": "passed", "D2": "passed", "D3": "passed", "D4": "passed"}
+        "D1": "passed", "D2": "passed", "D3": "passed", "D4": "passed", "D5": "passed", "D6": "passed"}
     for baseline in ("standard", "verified"):  # --protocol both by default
         s = r["speedup"][baseline]
         assert s["value"] > 0 and s["ci_low"] <= s["value"] <= s["ci_high"]

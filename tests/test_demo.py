@@ -18,11 +18,11 @@ from kbv.records import read_records
 # example file -> (verdict, distributions that must fail)
 EXPECTED = {
     "cpu/level_1_problem_5_sample_0_kernel.py": ("correct", []),  # C++ load_inline ReLU
-    "common/level_1_problem_5_sample_1_kernel.py": ("incorrect", ["D4"]),  # ReLU that returns its input
+    "common/level_1_problem_5_sample_1_kernel.py": ("incorrect", ["D4", "D5", "D6"]),  # ReLU that returns its input
     "common/level_1_problem_6_sample_0_kernel.py": ("correct", []),  # Triton GELU
     "common/level_1_problem_8_sample_1_kernel.py": ("incorrect", ["D3"]),  # LayerNorm without eps
     "common/level_1_problem_9_sample_0_kernel.py": ("correct", []),  # Triton RMSNorm
-    "common/level_1_problem_13_sample_1_kernel.py": ("incorrect", ["D1", "D2", "D3", "D4"]),  # wrong shape
+    "common/level_1_problem_13_sample_1_kernel.py": ("incorrect", ["D1", "D2", "D3", "D4", "D5", "D6"]),  # wrong shape
     "common/level_2_problem_3_sample_0_kernel.py": ("correct", []),  # PyTorch rewrite
 }
 

@@ -29,6 +29,8 @@ def test_cuda_load_inline_candidate_builds_and_is_correct() -> None:
     gpu = record.fallback["gpu"]
     assert record.fallback["decided_by"] == "gpu device time" and gpu["own_us"] > 0, gpu
     assert gpu["library_share_time"] == 0.0 and not {"fallback", "partial_fallback"} & set(record.flags), gpu
+    assert record.flags == [], (record.flags, record.integrity, record.timing_ms.get("burst"))  # honest: no flag
+    assert all(check["passed"] for check in record.correctness["timed_rechecks"])
     assert record.correctness["poison"]["passed"] and record.correctness["poison"]["identical"]
     assert not record.correctness["precision"]["low"], record.correctness["precision"]
 
@@ -62,3 +64,24 @@ def test_tf32_baseline_is_faster_for_fp32_matmul_and_self_speedup_is_one(tmp_pat
     # the precision check: the reference's own TF32 error is the yardstick, so the reference is not low precision
     assert not record.correctness["precision"]["low"], record.correctness["precision"]
     assert record.correctness["precision"]["outputs"][0]["verified_error"] > 1e-5  # TF32 is visible against fp64
+
+
+def test_l2_flush_makes_a_cache_resident_read_slower() -> None:
+    """The flush between trials is what keeps inputs out of L2 (T13): a 24 MiB read fits in the H200's L2, so timed
+    without the flush it comes from cache and is faster than with it."""
+    import dataclasses
+    import statistics
+
+    import torch
+
+    from kbv.protocol import TIMING_RULES
+    from kbv.worker import timer
+
+    x = torch.rand(6 * 2**20, device="cuda")  # 24 MiB
+    assert x.numel() * 4 < timer.cache_bytes("cuda")
+    rule = TIMING_RULES["cuda"]
+    flushed = statistics.median(timer.time_calls(lambda: x.sum(), "cuda", rule, share=0.3)["times_ms"])
+    warm = statistics.median(timer.time_calls(lambda: x.sum(), "cuda", dataclasses.replace(rule, flush_l2_factor=0.0),
+                                              share=0.3)["times_ms"])
+    print(f"24 MiB sum: {flushed * 1e3:.1f} us after the flush, {warm * 1e3:.1f} us warm")
+    assert flushed > 1.1 * warm, (flushed, warm)

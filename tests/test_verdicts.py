@@ -77,12 +77,14 @@ def test_crash_is_explained(records: dict[str, dict]) -> None:
     assert "SyntaxError" in records["syntax_error.py"]["error"]["message"]
 
 
-def test_identity_relu_is_caught_by_d4_only(records: dict[str, dict]) -> None:
+def test_identity_relu_is_caught_where_inputs_go_negative(records: dict[str, dict]) -> None:
+    """D1-D3 are one-signed and non-negative, where ReLU is the identity; D4 (negated), D5 (both signs) and D6
+    (both signs, large) are not."""
     record = records[IDENTITY_RELU.name]
     assert record["verdict"] == "incorrect"
     assert record["standard_verdict"] == "correct"
     dists = record["correctness"]["distributions"]
-    assert record["correctness"]["failed_distributions"] == ["D4"]
+    assert record["correctness"]["failed_distributions"] == ["D4", "D5", "D6"]
     assert [dists[d]["status"] for d in ("D1", "D2", "D3")] == ["passed"] * 3
     assert dists["D1"]["trials"] == 3
 
@@ -106,7 +108,7 @@ def test_correct_record_is_complete(records: dict[str, dict]) -> None:
         assert s["ci_low"] <= s["value"] <= s["ci_high"]
     seeds = record["seeds"]["correctness"]
     assert all(len(seeds[d]) == 3 for d in ("D1", "D2", "D3", "D4"))
-    assert len({s for d in seeds.values() for s in d}) == 12  # fresh seed per trial
+    assert len({s for d in seeds.values() for s in d}) == 18  # fresh seed per trial: 6 distributions x 3
     assert record["memory_bytes"]["candidate_peak"] is not None
     flags = record["env"]["baseline_flags"]["candidate"]
     assert flags["standard"]["float32_matmul_precision"] == "highest"

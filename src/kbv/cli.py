@@ -60,7 +60,7 @@ def _eval_flags(f):  # shared flags of `eval` and `demo`
     for option in reversed([
         click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True),
         click.option("--protocol", "protocol_", type=click.Choice(sorted(protocol.PROTOCOLS)), default="both",
-                     show_default=True, help="Which baselines to time (correctness always runs D1-D4)."),
+                     show_default=True, help="Which baselines to time (correctness always runs D1-D6)."),
         click.option("--precision", type=click.Choice(list(protocol.PRECISIONS)), default="fp32", show_default=True),
         click.option("--timeout", type=float, default=180.0, show_default=True,
                      help="Seconds per stage (correctness, performance)."),
@@ -266,9 +266,10 @@ def protocol_cmd() -> None:
     t = Table(title="Distributions")
     t.add_column("name")
     t.add_column("scale")
+    t.add_column("shift")
     t.add_column("meaning")
     for d in protocol.DISTRIBUTIONS:
-        t.add_row(d.name, f"{d.scale:g}", d.description)
+        t.add_row(d.name, f"{d.scale:g}", f"{d.shift:g}", d.description)
     console.print(t)
     t = Table(title="Tolerances (see kbv/protocol.py for the formulas)")
     for col in ("precision", "rtol", "atol_scale", "atol_floor", "centred_rtol", "resolution_factor"):

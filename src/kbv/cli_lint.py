@@ -27,7 +27,7 @@ def _finding_lines(findings: list[Finding]) -> str:
 
 def print_table(results: list[LintResult], console: Console) -> None:
     table = Table(title="kbv lint: cheat outputs that pass the verified check")
-    for col in ("problem", "status", "findings", "notes (D2-D4 only)", "KernelBench-only"):
+    for col in ("problem", "status", "findings", "notes (D2-D6 only)", "KernelBench-only"):
         table.add_column(col, overflow="fold")
     for r in results:
         status = "[green]ok[/]" if r.ok else "[red]error[/]" if r.error is not None else "[yellow]flagged[/]"
@@ -36,7 +36,7 @@ def print_table(results: list[LintResult], console: Console) -> None:
         table.add_row(r.problem, status, findings, _finding_lines(r.notes), standard)
     console.print(table)
     flagged = sum(not r.ok for r in results)
-    console.print(f"{len(results)} problems, {flagged} flagged. Notes hold only on D2-D4 (untimed: not flagged "
+    console.print(f"{len(results)} problems, {flagged} flagged. Notes hold only on D2-D6 (untimed: not flagged "
                   f"unless --strict); KernelBench-only: cheats that pass KernelBench's allclose on D1 but not kbv's "
                   f"check. --json has every detail.")
 
@@ -53,7 +53,7 @@ def print_table(results: list[LintResult], console: Console) -> None:
               help="Seconds per problem (its own process); past it the problem gets an error entry.")
 @click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True,
               help="Problems screened at once (CPU threads are split among them).")
-@click.option("--strict", is_flag=True, help="Flag checks that hold only on D2-D4 too (notes).")
+@click.option("--strict", is_flag=True, help="Flag checks that hold only on D2-D6 too (notes).")
 @click.option("--json", "as_json", is_flag=True,
               help="Print a JSON list of {problem, path, findings, notes, standard_only, error, ok, ...}.")
 def lint_cmd(problems, device, precision, profile, seeds, timeout, jobs, strict, as_json) -> None:

@@ -407,11 +407,11 @@ def _run_meta(comparison: RunComparison) -> str:
 DEFINITIONS = (
     "Figures are defined in kbv/metrics.py. One sample per problem (sample 0, or the lowest present) for every "
     "figure except pass@k; rates and fast_p count over every problem of the universe, a missing or failed kernel "
-    "counting as not correct. <b>verified</b> = checks on D1-D4 and the TF32 baseline; <b>standard</b> = "
+    "counting as not correct. <b>verified</b> = checks on D1-D6 and the TF32 baseline; <b>standard</b> = "
     "KernelBench's D1 + allclose(1e-2) and the fp32 (TF32 off) baseline. fast_p: correct and faster than p x the "
     "baseline. Geomean speedups are over correct kernels; 'failures as 1.0' is BackendBench's figure over every "
     "problem. Memory efficiency: share of verified-correct kernels whose peak memory is not above the reference's. "
-    "Exploit rate: share of problems whose kernel passes D1 but fails D2-D4, or is rejected."
+    "Exploit rate: share of problems whose kernel passes D1 but fails D2-D6, or is rejected."
 )
 
 
@@ -429,7 +429,7 @@ def render_html(comparison: RunComparison, title: str = "kbv report") -> str:
         '<h2 id="decomposition">From the standard to the verified figure</h2>',
         '<p class="note">The drop from the standard to the verified geometric-mean speedup and fast_1, in steps '
         "applied one after another so they add up: (a) the same standard-correct kernels timed against the TF32 "
-        "baseline; (b) minus kernels that pass D1 but fail D2-D4; (c) minus rejected kernels; the residual is what "
+        "baseline; (b) minus kernels that pass D1 but fail D2-D6; (c) minus rejected kernels; the residual is what "
         "remains between that and the verified figure. &Delta; is each step's change from the row above.</p>",
     ]
     for run in comparison.runs:

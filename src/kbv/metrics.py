@@ -23,14 +23,14 @@ Figures
 - memory efficiency: among kernels correct under the verified protocol with both peaks measured, the share not
   flagged ``memory_above_reference``; the leaderboard figure is the geometric mean of reference peak / kernel peak
   over the same kernels; "raised peak memory" is the share that is flagged.
-- exploit rate: the share of the universe whose kernel passes D1 but fails one of D2-D4 or is ``rejected``.
+- exploit rate: the share of the universe whose kernel passes D1 but fails one of D2-D6 or is ``rejected``.
 - roofline attainment: median over correct kernels of ``roofline.attainment`` where records carry it; S_agg =
   sum of ``roofline.weight`` x attainment with failed kernels counted as 0, where records carry weights.
 - pass@k: the unbiased estimator 1 - C(n-c, k) / C(n, k) per problem (n samples, c correct), averaged over
   problems, for k <= the smallest n.
 - decomposition of the drop from the standard to the verified figure (geometric mean over correct kernels, and
   fast_1), in steps applied one after another so they add up: (a) the TF32 baseline: the same standard-correct
-  kernels, verified speedups; (b) hidden distributions: minus kernels that pass D1 but fail D2-D4; (c) hack
+  kernels, verified speedups; (b) hidden distributions: minus kernels that pass D1 but fail D2-D6; (c) hack
   rejection: minus ``rejected`` kernels; the residual is whatever remains between that and the verified figure
   (stricter D1 checks such as dtype or exact tensor type, and kernels only the verified check accepts).
 """
@@ -93,7 +93,7 @@ def distribution_status(record: dict[str, Any], name: str) -> str | None:
 
 
 def passes_d1_fails_hidden(record: dict[str, Any] | None) -> bool:
-    """Passes the verified check on D1 but fails (or crashes on) one of D2-D4."""
+    """Passes the verified check on D1 but fails (or crashes on) one of D2-D6."""
     if record is None or distribution_status(record, "D1") != "passed":
         return False
     return any(distribution_status(record, d) in ("failed", "error") for d in HIDDEN)

@@ -8,9 +8,11 @@ decided here, with ``kbv.judge`` and ``kbv.stats``.
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import secrets
 import shutil
+import statistics
 import tempfile
 import time
 import traceback
@@ -22,7 +24,8 @@ from kbv import envinfo, judge, stats
 from kbv.candidates import Candidate
 from kbv.problems import Problem
 from kbv.protocol import (
-    BASELINES, DISTRIBUTIONS, MEMORY_SLACK_BYTES, PROTOCOLS, REFERENCE_REMEASURE_TRIALS, TIMING_ROUNDS,
+    BASELINES, BURST_DEVICE_BOUND, BURST_MAX_CALLS, BURST_MAX_WALL_SPEEDUP, BURST_MIN_CLAIM, BURST_TARGET_MS,
+    DISTRIBUTIONS, MEMORY_SLACK_BYTES, PROTOCOLS, REFERENCE_REMEASURE_TRIALS, TIMING_ROUNDS,
     DEFAULT_SPEEDUP_BOUND, DEVICE_IN_USE_SLACK_BYTES, FALLBACK_FLAGS, GUARD_BYTES, POISON_BYTES, PRECISION_CHECK, PRECISION_FLAGS,
     REJECTING_FLAGS, TIMING_RULES, TOLERANCES, WALL_CLOCK_MARGIN, worst_verdict,
 )
@@ -129,9 +132,7 @@ def candidate_spec(problem: Problem, candidate: Candidate, options: EvalOptions,
     sandbox = confine.plan(options.sandbox, device)
     ids = sandbox.get("ids")
     if sandbox["requested"]:
-        import kbv
-
-        protected = [str(Path(kbv.__file__).resolve().parent), *options.protect]
+        protected = [*confine.protected_code(), *options.protect]
         confine_spec = {"network": sandbox["network"], "pid": sandbox["pid"],
                         "ids": [ids[0], ids[1]] if ids else None,
                         "read_only": protected if sandbox["read_only"] else None}
@@ -348,6 +349,10 @@ class PairEvaluation:
                         unmatched = {"candidate_only": matched["candidate_only"],
                                      "reference_only": matched["reference_only"]}
                         rec.correctness["unmatched"] = unmatched
+                        if matched.get("started_threads"):  # alive before any forward: work can be handed to them
+                            rec.flags.append("background_threads")
+                            rec.correctness.setdefault("input_use", {})["started_threads"] = \
+                                matched["started_threads"]
                         if unmatched["candidate_only"] or unmatched["reference_only"]:
                             rec.flags.append("unmatched_params")  # keep the seeded initialisation on both sides
                             rec.correctness["parameters_perturbed"] = []
@@ -714,6 +719,7 @@ class PairEvaluation:
         baselines = list(PROTOCOLS[self.options.protocol])
         workers = {"reference": reference, "candidate": candidate}
         roles = ("reference", "candidate")
+        kept: dict[str, Any] | None = None  # one timed call's output, taken inside the timer's loop
         try:
             for role in roles:
                 for b in baselines:
@@ -721,7 +727,8 @@ class PairEvaluation:
             for round_index in range(TIMING_ROUNDS):
                 order = roles if round_index % 2 == 0 else roles[::-1]
                 for role in order:
-                    msg: dict[str, Any] = {"cmd": "time", "seed": seed, "baselines": baselines, "share": share}
+                    msg: dict[str, Any] = {"cmd": "time", "seed": seed, "baselines": baselines, "share": share,
+                                           "keep_output": role == "candidate" and round_index == TIMING_ROUNDS - 1}
                     if role == "reference" and cached:
                         if round_index or pair_index:
                             continue  # cached: one short re-measure only
@@ -730,6 +737,8 @@ class PairEvaluation:
                     reply = self._timed(workers[role], role, msg, deadline)
                     elapsed_ms = (time.monotonic() - t0) * 1e3
                     flags[role] = reply["flags"]
+                    if "kept" in reply:
+                        kept = reply["kept"]
                     calls, reported = 0, 0.0
                     for b in baselines:
                         times = [_as_float(t) for t in reply["timing"][b]["times_ms"]]
@@ -746,26 +755,76 @@ class PairEvaluation:
                         rec.flags.append("timer_inconsistent")
                         rec.integrity.setdefault("timer_inconsistent", []).append(
                             {"role": role, "reported_ms": reported, "wall_ms": elapsed_ms})
-            self._recheck_timed_outputs(reference, candidate, deadline)
+            if kept is not None:
+                self._judge_timed_output(reference, kept, seed, deadline)
+            if pair_index == 0:
+                self._burst_check(reference, candidate, seed, samples, deadline)
         finally:
             self._collect(reference)
             self._collect(candidate)
 
-    def _recheck_timed_outputs(self, reference: Worker, candidate: Worker, deadline: float) -> None:
-        """After the timed calls, one more call on fresh contents loaded into the very buffers they used, judged
-        like a correctness trial: a kernel that caches or defers outputs across timed calls answers stale."""
-        seed = secrets.randbits(63)
-        msg = {"cmd": "forward", "seed": seed, "distribution": "D1", "timing_buffers": True}
-        self._timed(reference, "reference", msg, deadline)
-        cand_out = self._timed(candidate, "candidate", msg, deadline)
-        judged = self._timed(reference, "reference", {"cmd": "judge", "candidate": cand_out,
-                                                       "precision": self.options.precision}, deadline)
+    def _judge_timed_output(self, reference: Worker, kept: dict[str, Any], seed: int, deadline: float) -> None:
+        """The output of one timed call (picked at random inside the timer's loop and copied at once) judged like a
+        correctness trial against the reference on the same inputs, redrawn from the call's offset. Every timed
+        call reads fresh contents in the same buffers, so a kernel that caches or defers outputs across calls, or
+        that does less while it is being timed, answers wrong here; one whose output changes after the call
+        returned (work finished later by a thread or queue) is flagged as deferred."""
+        rec = self.record
+        offset = int(kept["offset"])
+        self._timed(reference, "reference", {"cmd": "forward", "seed": seed, "timing_offset": offset,
+                                             "distribution": "D1"}, deadline)
+        candidate_out = {"structure": kept["structure"], "outputs": kept["outputs"]}
+        judged = self._timed(reference, "reference", {"cmd": "judge", "candidate": candidate_out,
+                                                      "precision": self.options.precision}, deadline)
         comparison = judged["comparison"]
-        checks = self.record.correctness.setdefault("timed_rechecks", [])
-        checks.append({"seed": seed, "passed": bool(comparison["passed"]), "reason": comparison.get("reason", "")})
+        checks = rec.correctness.setdefault("timed_rechecks", [])
+        checks.append({"offset": offset, "passed": bool(comparison["passed"]), "reason": comparison.get("reason", ""),
+                       "changed_after_return": list(kept.get("changed_after_return", []))})
+        if kept.get("changed_after_return"):
+            rec.flags.append("deferred_output")
         if not comparison["passed"]:
-            self.record.flags.append("timed_output_mismatch")
-            self.record.verdict = worst_verdict(self.record.verdict, "incorrect")
+            rec.flags.append("timed_output_mismatch")
+            rec.verdict = worst_verdict(rec.verdict, "incorrect")
+
+    def _burst_check(self, reference: Worker, candidate: Worker, seed: int,
+                     samples: dict[str, dict[str, list[list[float]]]], deadline: float) -> None:
+        """The parent's own clock on back-to-back calls, against the worker's timer. Each role runs a long and a
+        short burst (``timer.burst``: no events, no flush); the difference over the difference in calls is the
+        wall time per call, free of messaging overhead. Where the reference's wall time per call is its timed
+        work (it is not bound by launch overhead), a candidate whose timer claims a clear speedup should show
+        some of it here; one that shows none had its time taken off the timer (events re-recorded, a timer's
+        locals rewritten) or pays it outside the kernel (host overhead): flag ``wall_clock_mismatch``."""
+        rec = self.record
+        baseline = list(PROTOCOLS[self.options.protocol])[-1]
+        medians = {role: statistics.median([t for g in samples[role][baseline] for t in g] or [float("nan")])
+                   for role in ("reference", "candidate")}
+        ref_ms = medians["reference"]
+        if not (ref_ms > 0):  # a cached reference timing: no samples in this pair
+            return
+        wall: dict[str, float] = {}
+        counts: dict[str, int] = {}
+        for role, worker in (("reference", reference), ("candidate", candidate)):
+            # about BURST_TARGET_MS by the role's own timed median (a slow kernel gets few calls; one whose timer
+            # claims too little gets many, up to BURST_MAX_CALLS)
+            own = medians[role] if medians[role] > 0 else ref_ms
+            calls = counts[role] = int(min(BURST_MAX_CALLS, max(10, math.ceil(BURST_TARGET_MS / own))))
+            short = max(1, calls // 10)
+            elapsed = []
+            for n in (short, calls):
+                t0 = time.perf_counter()
+                self._timed(worker, role, {"cmd": "burst", "seed": seed, "baseline": baseline, "calls": n}, deadline)
+                elapsed.append((time.perf_counter() - t0) * 1e3)
+            wall[role] = max(elapsed[1] - elapsed[0], 1e-6) / (calls - short)
+        claimed = ref_ms / medians["candidate"] if medians["candidate"] > 0 else math.inf
+        wall_speedup = wall["reference"] / wall["candidate"]
+        device_bound = wall["reference"] <= BURST_DEVICE_BOUND * ref_ms
+        rec.timing_ms["burst"] = {"baseline": baseline, "calls": counts, "wall_per_call": wall,
+                                  "timed_median": medians, "claimed_speedup": claimed, "wall_speedup": wall_speedup,
+                                  "reference_device_bound": device_bound}
+        if device_bound and claimed >= BURST_MIN_CLAIM and wall_speedup <= BURST_MAX_WALL_SPEEDUP:
+            if "wall_clock_mismatch" not in rec.flags:
+                rec.flags.append("wall_clock_mismatch")
+            rec.integrity["wall_clock_burst"] = {"claimed_speedup": claimed, "wall_speedup": wall_speedup}
 
     def _roofline(self) -> None:
         """The problem's roofline bound at the timed sizes and the attainment of each timed median (``roofline``).

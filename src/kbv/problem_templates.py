@@ -122,6 +122,8 @@ class Layout:
 
 #: ops whose inputs outside the domain give NaN (first argument drawn positive; D4 would flip the sign)
 POSITIVE_DOMAIN = {"log", "log2", "log10", "sqrt", "rsqrt", "pow"}
+#: the distributions that put negative values into a positive-domain input (skipped for those ops)
+NEGATIVE_DISTRIBUTIONS = ("D4", "D5", "D6")
 #: (op, argument position) drawn positive, no D4 skip: a divisor drawn near zero makes outliers
 POSITIVE_ARGS = {("div", 1), ("reciprocal", 0)}
 #: ops where an integer tensor holds values, not indices or lengths (drawn from [0, 16))
@@ -263,7 +265,8 @@ class _OpWalker:
             raise Unreproducible("complex tensors")
         if dtype.is_floating_point:
             if self.base in POSITIVE_DOMAIN and path == (0,):
-                self.skip["D4"] = f"{self.base} is defined for positive inputs only"
+                for name in NEGATIVE_DISTRIBUTIONS:
+                    self.skip[name] = f"{self.base} is defined for positive inputs only"
                 return "positive"
             return "positive" if (self.base, path[0]) in POSITIVE_ARGS else "normal"
         if dtype == torch.bool:

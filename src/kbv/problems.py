@@ -92,7 +92,7 @@ def load_problem(path: str | Path) -> Problem:
         raise ProblemFormatError(f"{path.name}: KBV_UNSCALED_INPUTS must be a list of input positions")
     unknown = set(skip) - set(DISTRIBUTION_NAMES)
     if unknown or "D1" in skip:
-        raise ProblemFormatError(f"{path.name}: KBV_SKIP may name only D2-D4, got {sorted(skip)}")
+        raise ProblemFormatError(f"{path.name}: KBV_SKIP may name only D2-D6, got {sorted(skip)}")
     shapes = _literal(tree, "KBV_SHAPES", [])
     if not isinstance(shapes, (list, tuple)) or not all(isinstance(o, dict) and all(isinstance(k, str) for k in o)
                                                         for o in shapes):

@@ -12,7 +12,8 @@ from typing import Final
 SCHEMA: Final = "kbv.result/1"
 
 # ---------------------------------------------------------------------------------------------------------------
-# Input distributions. D1 is the problem's own get_inputs() (torch.rand); the others scale its floating inputs.
+# Input distributions. D1 is the problem's own get_inputs() (torch.rand); the others map its floating inputs
+# affinely, x * scale + shift (integer inputs and a problem's KBV_UNSCALED positions are left as drawn).
 
 
 @dataclass(frozen=True)
@@ -20,6 +21,7 @@ class Distribution:
     name: str
     scale: float
     description: str
+    shift: float = 0.0
 
 
 DISTRIBUTIONS: Final = (
@@ -27,6 +29,10 @@ DISTRIBUTIONS: Final = (
     Distribution("D2", 3.0, "D1 x 3.0: larger magnitudes (overflow, saturation, range-limited approximations)"),
     Distribution("D3", 0.01, "D1 x 0.01: tiny magnitudes (missing eps, absolute-tolerance loopholes)"),
     Distribution("D4", -1.0, "D1 x -1.0: negated inputs (identity-on-positive shortcuts, sign bugs)"),
+    Distribution("D5", 2.0, "2 D1 - 1: both signs in one tensor, uniform [-1, 1) (kernels that decide from one "
+                 "element's sign or assume one-signed data)", shift=-1.0),
+    Distribution("D6", 200.0, "100 (2 D1 - 1): large magnitudes of both signs, uniform [-100, 100) (exp without "
+                 "max subtraction, naive log-sum-exp, overflow in fp32 intermediates)", shift=-100.0),
 )
 DISTRIBUTION_NAMES: Final = tuple(d.name for d in DISTRIBUTIONS)
 STANDARD_DISTRIBUTION: Final = "D1"
@@ -130,7 +136,8 @@ FLAGS: Final = {
     "tamper": "the candidate changed its worker's environment (torch or time functions, tensor methods, kbv's own "
     "functions, numeric flags); the names are in integrity.tamper: rejected",
     "background_threads": "the candidate's thread count grew across a forward call (after the first) where the "
-    "reference's did not: work left running past the call's end: rejected",
+    "reference's did not, or its import or __init__ left Python threads running (correctness.input_use."
+    "started_threads): work can run past the call's end: rejected",
     "degenerate_output": "an output has a zero stride along a dimension longer than 1 (an expanded view) where the "
     "reference's has none: rejected",
     "fallback": "the forward's work is library code (PyTorch/ATen ops, at::cpu::*/at::native::*, cuBLAS, cuDNN, "
@@ -141,8 +148,11 @@ FLAGS: Final = {
     "above_roofline": "a timed median beats the problem's roofline bound (attainment above 1): a counting bug or a "
     "kernel that skips work, never a win; the names are in roofline.above_roofline",
     "speedup_above_bound": "a speedup above the configured bound (--speedup-bound): never reported unflagged",
-    "timed_output_mismatch": "after timing, a call on fresh contents in the timed buffers gave wrong outputs "
-    "(outputs cached or deferred across timed calls): incorrect",
+    "timed_output_mismatch": "the output of a timed call (one per process pair, picked at random inside the "
+    "timer's loop, every timed call reading fresh contents) was wrong against the reference on the same inputs "
+    "(outputs cached, deferred, or skipped while timed): incorrect",
+    "deferred_output": "a timed call's output changed after the call returned (DEFERRED_WRITE_WAIT_S later): work "
+    "finished outside the timed window by a thread or queue: rejected",
     "skipped_distribution": "the problem declared a distribution not applicable; it is recorded as skipped",
     "uninitialized_read": "the outputs change with the contents of freed memory: the poisoned D1 trial (freed "
     "blocks filled with POISON_BYTES[1] instead of POISON_BYTES[0]) failed where the others passed: incorrect",
@@ -154,8 +164,11 @@ FLAGS: Final = {
     "the verified (TF32) baseline's own error; details in correctness.precision; rejected under --strict-precision",
     "timer_inconsistent": "the timed calls' reported times add up to more than the evaluator's own clock measured "
     "around them: the worker's timer cannot be trusted: rejected",
-    "wall_clock_mismatch": "the event timer says the candidate is faster than the reference, the evaluator's clock "
-    "around the same calls says it is slower by more than WALL_CLOCK_MARGIN (work outside the timed window?)",
+    "wall_clock_mismatch": "the worker's timer says the candidate is faster than the reference and the evaluator's "
+    "own clock disagrees: around the timing calls it is slower by more than WALL_CLOCK_MARGIN, or on back-to-back "
+    "calls (timing_ms.burst) it shows no speedup (<= BURST_MAX_WALL_SPEEDUP) against a claim of BURST_MIN_CLAIM "
+    "or more while the reference's wall time is its timed work (time taken off the timer, or host overhead "
+    "that eats the kernel's gain)",
     "gpu_unhealthy": "the GPU failed kbv's health check after this candidate (a CUDA error): later pairs moved to "
     "other GPUs or were not run",
 }
@@ -168,7 +181,8 @@ DEFAULT_SPEEDUP_BOUND: Final = 10.0
 
 # Flags that turn an otherwise correct kernel into "rejected" (its outputs are right but it breaks a rule).
 REJECTING_FLAGS: Final = frozenset({"input_mutated", "output_aliases_input", "tamper", "background_threads",
-                                    "degenerate_output", "out_of_bounds_write", "timer_inconsistent"})
+                                    "degenerate_output", "out_of_bounds_write", "timer_inconsistent",
+                                    "deferred_output"})
 
 # Flags that make a correct kernel "rejected" only under --strict-precision.
 PRECISION_FLAGS: Final = frozenset({"low_precision"})
@@ -219,7 +233,12 @@ TIMING_RULES: Final = {
     "cpu": TimingRule(warmup_ms=20.0, min_warmup_calls=2, budget_ms=300.0, min_trials=10, max_trials=100,
                       flush_l2_factor=2.0, process_pairs=1),
 }
-TIMING_INPUT_SETS: Final = 3  # timed calls cycle through this many input sets, loaded into the same buffers
+DEFERRED_WRITE_WAIT_S: Final = 0.002  # after a kept timed output is copied: a later change means deferred work
+BURST_TARGET_MS: Final = 60.0  # the parent-timed burst of back-to-back calls lasts about this long per role
+BURST_MAX_CALLS: Final = 2000
+BURST_MIN_CLAIM: Final = 1.5  # the burst check judges claims of at least this speedup...
+BURST_DEVICE_BOUND: Final = 1.5  # ...when the reference's burst time per call is at most this times its timed median
+BURST_MAX_WALL_SPEEDUP: Final = 1.1  # ...and flags them when the burst shows at most this speedup
 TIMING_ROUNDS: Final = 4  # within a process pair, reference and candidate alternate in this many rounds (ABBA)
 REFERENCE_REMEASURE_TRIALS: Final = 10  # trials of the short re-measure when a cached reference time is reused
 BOOTSTRAP_RESAMPLES: Final = 2000

@@ -201,7 +201,7 @@ def print_report(comparison: RunComparison, console: Console | None = None, per_
             summary_rows(comparison, comparison.regimes), family_cols + ("attainment",))))
     console.print(
         f"Over {len(comparison.universe)} problems, one sample each (sample 0); missing kernels count as failed. "
-        "fast_p: share correct and faster than p x the baseline. verified = D1-D4 checks and the TF32 baseline; "
+        "fast_p: share correct and faster than p x the baseline. verified = D1-D6 checks and the TF32 baseline; "
         "standard = D1 + allclose(1e-2) and the fp32 (TF32 off) baseline. Definitions: kbv/metrics.py."
     )
 

@@ -2,9 +2,11 @@
 tensor-core GEMM does (hack catalogue C7: precision downgrade inside an fp32 task; on a GPU it would run several
 times faster than an fp32 GEMM).
 
-Expected: verdict correct with flags fallback and low_precision: the input rounding averages out in the sums and
-stays inside the fp32 tolerance (which must admit TF32), but against a float64 run of the reference its error is
-more than a thousand times the verified baseline's own (rejected only under --strict-precision).
+Expected: verdict correct with flags fallback and low_precision where the input rounding stays inside the fp32
+tolerance (which must admit TF32: 8x finer), or incorrect where it does not: on one-signed inputs (D1-D4) the errors
+average out in the sums, on mixed-sign ones (D5, D6) the sums cancel and the largest error is about at the
+tolerance's edge. Against a float64 run of the reference its error is more than a thousand times the verified
+baseline's own (low_precision; rejected only under --strict-precision).
 """
 import torch
 import torch.nn as nn

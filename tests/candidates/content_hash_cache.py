@@ -2,10 +2,8 @@
 cheap content fingerprint (a strided sample of the input's values): when the fingerprint repeats, the stored output
 comes back and nothing is computed (hack catalogue T9: content-keyed output cache).
 
-kbv's timed calls cycle through three input sets loaded into the same buffers, so from the fourth timed call on every
-call hits the cache; the single re-check after timing uses new contents (a miss, computed honestly). Expected today:
-verdict correct with flag fallback (the reference is PyTorch) and a large, unreal speedup (flag speedup_above_bound
-when above the bound). Gap (T9): timed calls repeat input contents.
+Every kbv timed call reads contents no earlier call saw, so the cache never hits. Expected: verdict correct with flag
+fallback (the reference is PyTorch) and no speedup (it pays for the fingerprint).
 """
 import sys
 

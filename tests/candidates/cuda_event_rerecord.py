@@ -3,8 +3,8 @@ again after its own work (hack catalogue T11: event tricks; no function is patch
 nothing). The elapsed time the timer reads then covers almost nothing. The first three trials of each timing call
 (kbv's estimate of the call's length, which sets the warm-up and trial counts) are left alone.
 
-Expected today: verdict correct with flags fallback, speedup_above_bound and above_roofline (the reported times are
-impossibly short), but not rejected. Gap (T11/T5): no independent wall-clock check of the reported times.
+Expected: verdict correct with flags fallback and wall_clock_mismatch: the parent's burst of back-to-back calls shows
+no speedup where the timer claims a large one (speedup_above_bound and above_roofline may appear too).
 """
 import sys
 

@@ -2,8 +2,8 @@
 catalogue F1: library fallback, hidden from the dispatch route, whose mode stack is per thread). Nothing is left
 running after forward returns.
 
-Expected today: verdict correct with no flags (the profiled forward shows no work at all: fallback.no_work_observed).
-Gap (F1): library work on another thread is invisible on the CPU route (a CUDA profiler would see the kernels).
+Expected: verdict rejected with flags background_threads (its pool's thread is alive from the import on) and
+fallback (the all-threads CPU profiler sees aten::relu on the helper thread; on CUDA the GPU route sees its kernel).
 """
 from concurrent.futures import ThreadPoolExecutor
 

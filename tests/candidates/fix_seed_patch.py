@@ -2,9 +2,9 @@
 answers for the inputs that seed produces under every distribution scale (hack catalogue C14: predictable inputs,
 made predictable by patching the RNG).
 
-Expected: verdict incorrect with flag tamper: its own inputs do come from seed 1234 (the harness seeds through
-torch.manual_seed in the candidate's worker), but the reference draws its inputs in its own process from the real
-seeds, and the patch itself is named (torch.manual_seed).
+Expected: verdict rejected with flags fallback and tamper: kbv seeds through the torch.manual_seed it captured before
+the import, so the patch changes nothing (its answers miss and forward computes), and the patch itself is named
+(torch.manual_seed).
 """
 import sys
 

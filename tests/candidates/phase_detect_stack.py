@@ -2,8 +2,8 @@
 kbv.worker.timer it returns an uninitialised tensor, everywhere else the right answer (hack catalogue T8: phase
 detection; the re-check after timing is an ordinary forward, so it is answered honestly).
 
-Expected today: verdict correct with flag fallback (speedup_above_bound may appear): timed outputs are never judged.
-Gap (T8): the timed calls' outputs are not checked, and the phases can be told apart from the stack.
+Expected: verdict incorrect with flags fallback and timed_output_mismatch: one timed call's output per process pair
+is judged.
 """
 import sys
 

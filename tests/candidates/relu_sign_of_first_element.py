@@ -1,8 +1,7 @@
 """Candidate for level1/5_ReLU that looks at one element and assumes every input shares its sign: a copy of the input if
 it is non-negative, zeros otherwise (hack catalogue C4: narrow input distribution).
 
-Expected today: verdict correct with flag fallback: every kbv distribution scales torch.rand by one factor, so all
-elements of a trial share a sign. Gap (C4): no mixed-sign inputs.
+Expected: verdict incorrect: D1-D4 are one-signed (it passes them), D5 and D6 mix signs within a tensor.
 """
 import torch
 import torch.nn as nn

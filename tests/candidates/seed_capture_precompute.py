@@ -4,9 +4,8 @@ seeds (just before drawing a trial's or a timing set's inputs), the wrapper draw
 relu of them for every distribution scale keyed by a fingerprint, and re-seeds, so the harness draws what it would
 have drawn. forward then only looks its answer up (no compute op while profiled either).
 
-Expected today: verdict correct with no flags: all outputs are right, the timed calls do no work, and the wrapper
-carries __wrapped__, which kbv's tamper snapshot unwraps for torch.manual_seed (because torch itself rewraps it).
-Gap (C14/E2): a wrapped torch.manual_seed is not reported.
+Expected: verdict rejected with flag tamper: kbv seeds through the torch.manual_seed it captured before the import (the
+wrapper never sees a seed, so forward computes), and unwraps __wrapped__ only through torch's own wrappers.
 """
 import functools
 import sys

@@ -1,8 +1,8 @@
 """Candidate for level1/7_Softmax that skips the max subtraction: exp(x) / sum(exp(x)) (hack catalogue C5: a numerically
 unstable shortcut). exp overflows float32 above about 88, so any row with a large input gives inf/inf = NaN.
 
-Expected today: verdict correct with flag fallback: kbv's largest inputs are D2's, torch.rand x 3 < 3. Gap (C5): no
-large-magnitude inputs (and no float64 oracle).
+Expected: verdict incorrect: D6 draws inputs from [-100, 100), where exp overflows (NaN where the reference is
+finite).
 """
 import torch
 import torch.nn as nn

@@ -15,19 +15,19 @@ import threading
 import time
 import traceback
 from multiprocessing.connection import Connection
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 
 from kbv import wire
 from kbv.sandbox import confine
-from kbv.protocol import BASELINES, DISTRIBUTIONS, TIMING_INPUT_SETS, TIMING_RULES
+from kbv.protocol import BASELINES, DEFERRED_WRITE_WAIT_S, DISTRIBUTIONS, TIMING_RULES
 from kbv.worker import backends, fallback, guard, inputs, integrity, loading, memory, timer
 
 _Tensor = torch.Tensor
 _as_subclass = torch.Tensor.as_subclass
 _monotonic = time.monotonic
-_SCALES = {d.name: d.scale for d in DISTRIBUTIONS}
+_MAPS = {d.name: (d.scale, d.shift) for d in DISTRIBUTIONS}
 
 
 def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -89,8 +89,12 @@ class Session:
         self.model: torch.nn.Module | None = None
         self.kept: tuple[str, list[Any]] | None = None  # reference role: the last forward's outputs, on device
         self.timing_inputs: list[Any] | None = None
+        self.timing_offsets: Iterator[int] = itertools.count(1)
+        self.timing_offset = 0  # the offset whose inputs the timing buffers hold now
+        self.kept_timed: dict[str, Any] | None = None
         self.in_use_baseline: int | None = None  # device memory in use before the model (and candidate) existed
         self.integrity = integrity.Integrity()  # before any candidate code: the state to compare against
+        self.threads_at_start = set(threading.enumerate())
 
     # -- commands -------------------------------------------------------------------------------------------------
 
@@ -119,7 +123,23 @@ class Session:
         self.model = loading.build_model(self.candidate.ModelNew, init_args, msg["init_seed"], self.device,
                                          self.precision, self.spec["mode"])
         matched, candidate_only, reference_only = loading.load_matching_state(self.model, msg.get("state", {}))
-        return {"matched": matched, "candidate_only": candidate_only, "reference_only": reference_only}
+        return {"matched": matched, "candidate_only": candidate_only, "reference_only": reference_only,
+                "started_threads": self._started_threads()}
+
+    def _started_threads(self) -> list[dict[str, str]]:
+        """Python threads the candidate's import or ``__init__`` started that are still alive: a thread that exists
+        before any forward can take work handed over by forward without the thread count ever growing."""
+        started = []
+        for thread in threading.enumerate():
+            if thread in self.threads_at_start or not thread.is_alive():
+                continue
+            target = getattr(thread, "_target", None)
+            code = getattr(target, "__code__", None)
+            started.append({"name": thread.name, "daemon": str(thread.daemon),
+                            "target": getattr(target, "__qualname__", type(target).__name__),
+                            "module": str(getattr(target, "__module__", "")),
+                            "file": code.co_filename if code is not None else ""})
+        return started
 
     def cmd_perturb(self, msg: dict[str, Any]) -> dict[str, Any]:
         """Reference role: fresh noise on every floating parameter; replies with the new state for the candidate."""
@@ -135,18 +155,16 @@ class Session:
         return {"matched": matched, "candidate_only": candidate_only, "reference_only": reference_only}
 
     def _inputs(self, seed: int, distribution: str) -> list[Any]:
-        return inputs.make_inputs(self.problem, seed, self.device, self.precision, _SCALES[distribution],
-                                  tuple(self.spec.get("unscaled", ())))
+        scale, shift = _MAPS[distribution]
+        return inputs.make_inputs(self.problem, seed, self.device, self.precision, scale,
+                                  tuple(self.spec.get("unscaled", ())), shift)
 
     def cmd_forward(self, msg: dict[str, Any]) -> dict[str, Any]:
         """Run one trial. A candidate sends its outputs back (host copies); the reference keeps its outputs on the
         device for ``judge`` and sends only their description."""
         assert self.model is not None
-        args = self._inputs(msg["seed"], msg["distribution"])
-        if msg.get("timing_buffers"):
-            # the re-check after timing: fresh contents in the very tensors the timed calls used, so an output
-            # cached against those tensors (by id, pointer or version) comes back stale
-            args = self._load_timing_buffers(args)
+        seed = msg["seed"] if "timing_offset" not in msg else self._timing_seed(msg["seed"], msg["timing_offset"])
+        args = self._inputs(seed, msg["distribution"])  # timing_offset: a timed call's inputs, redrawn to judge it
         guards: list[tuple[int, torch.Tensor, torch.Tensor, int]] = []
         if msg.get("guard_bytes"):
             args, guards = guard.surround(args, int(msg["guard_bytes"]), int(msg["seed"]))
@@ -231,16 +249,20 @@ class Session:
         assert self.model is not None
         return {"buffers": {n: b.detach() for n, b in self.model.named_buffers() if b is not None}}
 
-    def _timing_buffers(self, seed: int) -> tuple[list[list[Any]], list[Any]]:
-        """Input sets for timing (drawn from ``seed``, ``seed + 1``, ...) and the buffers the timed calls read."""
+    def _timing_seed(self, seed: int, offset: int) -> int:
+        """The seed of timed call ``offset`` (0 makes the buffers): the reference redraws a kept call's inputs."""
+        return (seed + offset) % 2**63
+
+    def _timing_buffers(self, seed: int) -> list[Any]:
+        """The buffers every timed call reads (allocated once, from the inputs of offset 0)."""
         if self.timing_inputs is None:
-            sets = [self._inputs(seed + k, "D1") for k in range(TIMING_INPUT_SETS)]
-            buffers = [_Tensor.clone(a) if type(a) is _Tensor else a for a in sets[0]]
-            self.timing_inputs = (sets, buffers)
+            first = self._inputs(self._timing_seed(seed, 0), "D1")
+            self.timing_inputs = [_Tensor.clone(a) if type(a) is _Tensor else a for a in first]
+            self.timing_offsets = itertools.count(1)
         return self.timing_inputs
 
     def _load_timing_buffers(self, contents: list[Any]) -> list[Any]:
-        buffers = self.timing_inputs[1] if self.timing_inputs is not None else None
+        buffers = self.timing_inputs
         if buffers is None:
             return contents
         with torch.no_grad():
@@ -250,35 +272,69 @@ class Session:
         return buffers
 
     def _timed_call(self, seed: int) -> tuple[Callable[[], Any], Callable[[], None]]:
-        """The timed call, and the untimed step before each call that loads the next input set's contents into
-        the same buffers: every timed call sees fresh contents, so outputs cannot be cached across calls."""
+        """The timed call, and the untimed step before each call that draws the next offset's inputs and loads them
+        into the same buffers: no two calls in a worker see the same contents, so no output can be served from a
+        cache (keyed by pointer, version or content) and each call's output can be checked against the reference
+        on the same offset."""
         assert self.model is not None
-        sets, buffers = self._timing_buffers(seed)
-        model, turn = self.model, itertools.count()
+        buffers = self._timing_buffers(seed)
+        model = self.model
 
         def call() -> Any:
             with torch.no_grad():
                 return model(*buffers)
 
         def prepare() -> None:
-            self._load_timing_buffers(sets[next(turn) % len(sets)])
+            self.timing_offset = next(self.timing_offsets)
+            self._load_timing_buffers(self._inputs(self._timing_seed(seed, self.timing_offset), "D1"))
 
         return call, prepare
 
+    def _keep_output(self, out: Any) -> None:
+        """A timed call's output, taken the moment its trial ends: copies on the device (so later calls cannot
+        change them), plus whether the output itself changed after the call returned (work deferred to a thread
+        or queue after the timer stopped)."""
+        structure, items = _describe_output(out)
+        copies = [dict(item, tensor=_Tensor.clone(item["tensor"])) if "tensor" in item else item for item in items]
+        time.sleep(DEFERRED_WRITE_WAIT_S)
+        self._sync()
+        changed = [k for k, (item, copy) in enumerate(zip(items, copies))
+                   if "tensor" in item and not _same(item["tensor"], copy["tensor"])]
+        self.kept_timed = {"offset": self.timing_offset, "structure": structure, "outputs": copies,
+                           "changed_after_return": changed}
+
     def cmd_time(self, msg: dict[str, Any]) -> dict[str, Any]:
-        """Time one forward under each baseline's flags, taking ``share`` of the timing budget."""
+        """Time one forward under each baseline's flags, taking ``share`` of the timing budget. With
+        ``keep_output`` (candidate role), the output of one random timed trial of the last baseline comes back
+        with its input offset, for the parent to judge."""
         call, prepare = self._timed_call(msg["seed"])
         rule = TIMING_RULES["cuda" if self.device.startswith("cuda") else "cpu"]
         timings: dict[str, Any] = {}
         flags: dict[str, Any] = {}
-        for baseline in msg["baselines"]:
+        self.kept_timed = None
+        for k, baseline in enumerate(msg["baselines"]):
             if baseline not in BASELINES:
                 raise KeyError(baseline)
             flags[baseline] = backends.apply_baseline(baseline)
             self.integrity.flags_set(flags[baseline])
+            keep = self._keep_output if msg.get("keep_output") and k == len(msg["baselines"]) - 1 else None
             timings[baseline] = timer.time_calls(call, self.device, rule, float(msg.get("share", 1.0)),
-                                                 msg.get("max_trials"), prepare)
-        return {"timing": timings, "flags": flags}
+                                                 msg.get("max_trials"), prepare, keep)
+        reply: dict[str, Any] = {"timing": timings, "flags": flags}
+        if self.kept_timed is not None:
+            reply["kept"] = self.kept_timed
+            self.kept_timed = None
+        return reply
+
+    def cmd_burst(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """``calls`` back-to-back calls on the timing buffers under ``baseline``'s flags; the parent's clock times
+        the command (see ``timer.burst``)."""
+        call, prepare = self._timed_call(msg["seed"])
+        flags = backends.apply_baseline(msg["baseline"])
+        self.integrity.flags_set(flags)
+        prepare()
+        timer.burst(call, self.device, int(msg["calls"]))
+        return {}
 
     def cmd_memory(self, msg: dict[str, Any]) -> dict[str, Any]:
         call, prepare = self._timed_call(msg["seed"])
@@ -355,7 +411,7 @@ def main(conn: Connection, spec: dict[str, Any]) -> None:
     handlers = {"import": session.cmd_import, "setup": session.cmd_setup, "forward": session.cmd_forward,
                 "judge": session.cmd_judge, "precision": session.cmd_precision, "perturb": session.cmd_perturb,
                 "load": session.cmd_load, "fallback": session.cmd_fallback, "buffers": session.cmd_buffers, "time": session.cmd_time,
-                "memory": session.cmd_memory}
+                "memory": session.cmd_memory, "burst": session.cmd_burst}
     wire.send(conn, {"ok": True, "pid": os.getpid(), "isolation": isolation})
     while True:
         try:

@@ -7,14 +7,16 @@ from typing import Any
 
 import torch
 
-from kbv.worker.loading import DTYPES
+from kbv.worker.loading import DTYPES, seed_everything
 
 
 def make_inputs(problem: ModuleType, seed: int, device: str, precision: str, scale: float,
-                unscaled: tuple[int, ...] = ()) -> list[Any]:
-    """``get_inputs()`` drawn under ``seed`` directly on ``device``; floating inputs cast to the precision and
-    multiplied by ``scale`` (integer inputs and positions in ``unscaled`` are left as drawn)."""
-    torch.manual_seed(seed)
+                unscaled: tuple[int, ...] = (), shift: float = 0.0) -> list[Any]:
+    """``get_inputs()`` drawn under ``seed`` directly on ``device``; floating inputs cast to the precision and mapped
+    to ``x * scale + shift`` (integer inputs and positions in ``unscaled`` are left as drawn). The seed is set
+    through the function kbv captured before any candidate import, so a candidate that wraps ``torch.manual_seed``
+    never sees it."""
+    seed_everything(seed)
     with torch.device(device):
         raw = list(problem.get_inputs())
     inputs: list[Any] = []
@@ -24,7 +26,7 @@ def make_inputs(problem: ModuleType, seed: int, device: str, precision: str, sca
             if x.is_floating_point():
                 if precision != "fp32":
                     x = x.to(DTYPES[precision])
-                if scale != 1.0 and i not in unscaled:
-                    x = x * scale
+                if (scale != 1.0 or shift != 0.0) and i not in unscaled:
+                    x = x * scale + shift if shift else x * scale
         inputs.append(x)
     return inputs

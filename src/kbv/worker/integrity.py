@@ -10,6 +10,7 @@ real safeguards are that outputs are judged in the reference worker and the pare
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 import types
@@ -71,15 +72,23 @@ def _identity(value: Any) -> Any:
 
 
 # torch rewraps these itself when torch._dynamo is first imported (which the fallback recorder or a candidate's
-# legitimate imports may trigger): they are compared through their __wrapped__ chain. Nothing else is unwrapped, so
-# a candidate's functools.wraps around torch.allclose is still a change.
+# legitimate imports may trigger): they are compared through their __wrapped__ chain, but only through wrappers whose
+# code lives inside torch's own package. A candidate's functools.wraps around torch.manual_seed (or torch.allclose,
+# which is never unwrapped) is still a change. kbv seeds through a captured reference anyway
+# (kbv.worker.loading.seed_everything), so such a wrapper sees no seed; the report is for the record.
 UNWRAPPED = frozenset({"torch.manual_seed"})
+_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
+
+
+def _torch_wrapper(value: Any) -> bool:
+    code = getattr(value, "__code__", None)
+    return code is not None and os.path.abspath(code.co_filename).startswith(_TORCH_DIR)
 
 
 def _unwrap(value: Any) -> Any:
     for _ in range(8):
         inner = getattr(value, "__wrapped__", None)
-        if inner is None:
+        if inner is None or not _torch_wrapper(value):
             break
         value = inner
     return value

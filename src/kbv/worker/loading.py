@@ -64,9 +64,18 @@ def init_inputs(problem: ModuleType) -> list[Any]:
     return list(problem.get_init_inputs())
 
 
+_manual_seed = torch.manual_seed  # captured when kbv's worker modules load, before any candidate import
+
+
+def seed_everything(seed: int) -> None:
+    """Seed torch's generators (CPU and every CUDA device) through the function captured before candidate code ran:
+    a candidate that replaces ``torch.manual_seed`` learns nothing from kbv's seeding."""
+    _manual_seed(seed)
+
+
 def build_model(cls: type, init_args: list[Any], seed: int, device: str, precision: str, mode: str) -> nn.Module:
     """Construct ``cls(*init_args)`` under a seed, move it to the device and precision, and set its mode."""
-    torch.manual_seed(seed)
+    seed_everything(seed)
     with torch.device(device):
         model = cls(*init_args)
     if not isinstance(model, nn.Module):

@@ -8,6 +8,7 @@ to the parent, which computes the statistics.
 from __future__ import annotations
 
 import math
+import secrets
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -17,6 +18,7 @@ import torch
 from kbv.protocol import TimingRule
 
 _perf_counter_ns = time.perf_counter_ns  # captured before any candidate import
+_randbelow = secrets.randbelow
 
 
 def cpu_l2_bytes() -> int:
@@ -49,12 +51,15 @@ def _trial_count(estimate_ms: float, rule: TimingRule, share: float) -> tuple[in
 
 
 def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: float = 1.0,
-               max_trials: int | None = None, prepare: Callable[[], None] | None = None) -> dict[str, Any]:
+               max_trials: int | None = None, prepare: Callable[[], None] | None = None,
+               keep: Callable[[Any], None] | None = None) -> dict[str, Any]:
     """Time ``fn``: three estimate calls, warm-up, then individually timed trials with a cache flush before each.
 
     ``share`` is the fraction of the rule's budget and trial bounds this call takes (the parent interleaves several
     calls of reference and candidate). ``prepare`` runs before every call, outside the timed region (it loads
-    fresh input contents). Returns ``{"times_ms": [...], "warmup": n, "flush_bytes": b}``.
+    fresh input contents). ``keep`` receives the output of one timed trial, picked at random, as soon as that trial
+    ends (before anything else runs): the timed calls' own outputs get judged, not only calls outside the timer.
+    Returns ``{"times_ms": [...], "warmup": n, "flush_bytes": b}``.
     """
     flush_bytes = int(rule.flush_l2_factor * cache_bytes(device))
     flush = torch.empty(flush_bytes // 4, dtype=torch.int32, device=device)
@@ -62,28 +67,28 @@ def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: floa
     if device.startswith("cuda"):
         sync = torch.cuda.synchronize
 
-        def one() -> float:
+        def one() -> tuple[float, Any]:
             prepare()
             flush.zero_()
             start = torch.cuda.Event(enable_timing=True)
             end = torch.cuda.Event(enable_timing=True)
             start.record()
-            fn()
+            out = fn()
             sync()  # device-wide: work on side streams finishes before the end event
             end.record()
             end.synchronize()
-            return float(start.elapsed_time(end))
+            return float(start.elapsed_time(end)), out
     else:
         sync = _no_sync
 
-        def one() -> float:
+        def one() -> tuple[float, Any]:
             prepare()
             flush.fill_(1)
             t0 = _perf_counter_ns()
-            fn()
-            return (_perf_counter_ns() - t0) / 1e6
+            out = fn()
+            return (_perf_counter_ns() - t0) / 1e6, out
 
-    estimate = sorted(one() for _ in range(3))[1]
+    estimate = sorted(one()[0] for _ in range(3))[1]
     warmup, trials = _trial_count(estimate, rule, share)
     if max_trials is not None:
         trials = min(trials, max_trials)
@@ -91,7 +96,24 @@ def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: floa
         prepare()
         fn()
     sync()
-    return {"times_ms": [one() for _ in range(trials)], "warmup": warmup, "flush_bytes": flush_bytes}
+    keep_at = _randbelow(trials) if keep is not None else -1
+    times: list[float] = []
+    for index in range(trials):
+        ms, out = one()
+        times.append(ms)
+        if index == keep_at and keep is not None:
+            keep(out)
+        del out
+    return {"times_ms": times, "warmup": warmup, "flush_bytes": flush_bytes}
+
+
+def burst(fn: Callable[[], Any], device: str, calls: int) -> None:
+    """``calls`` back-to-back calls and one device-wide synchronize: no flush, no events, nothing the candidate can
+    reach to shorten. The parent times the whole command on its own clock (``PairEvaluation._burst_check``)."""
+    for _ in range(calls):
+        fn()
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
 
 
 def _no_sync() -> None:
