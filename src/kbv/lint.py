@@ -1,6 +1,6 @@
 """``kbv lint``: screen problems for outputs a cheating kernel can pass (issue #3).
 
-For every applicable distribution (D1-D4, ``KBV_SKIP`` respected) the reference runs on fresh seeds, and kbv's own
+For every applicable distribution (D1-D6, ``KBV_SKIP`` respected) the reference runs on fresh seeds, and kbv's own
 verified-protocol judge (:func:`kbv.judge.compare_outputs`, tolerances from :mod:`kbv.protocol`) decides whether
 cheat outputs pass. A cheat *holds on a distribution* when it passes for every seed there. The checks:
 
@@ -15,12 +15,14 @@ cheat outputs pass. A cheat *holds on a distribution* when it passes for every s
   zeros) leaves the outputs passing.
 - ``degenerate``: non-finite outputs under any distribution, or an output of two or more elements identically
   constant under D1.
+- ``stochastic``: the same D1 inputs under another RNG state give other outputs (dropout in training mode): no
+  kernel with its own random draws can match the reference (catalogue C10).
 
-**Findings and notes.** kbv times kernels on D1, the problem's own inputs, and a kernel can tell D1 from D2-D4 by
+**Findings and notes.** kbv times kernels on D1, the problem's own inputs, and a kernel can tell D1 from D2-D6 by
 one element's sign or size; so a check holding on D1 is a *finding* (a cheat that passes the timed run), as are
-every ``degenerate`` and ``error``. A check holding only on D2-D4 is a *note*: that distribution adds no coverage
+every ``degenerate`` and ``error``. A check holding only on D2-D6 is a *note*: that distribution adds no coverage
 there (a Gemm with bias under D3, whose inputs the bias drowns), but no cheat gains a verdict or a speedup from it;
-``strict`` makes notes findings. A problem with a finding is flagged. On D2-D4 a reference that is the same constant
+``strict`` makes notes findings. A problem with a finding is flagged. On D2-D6 a reference that is the same constant
 for every seed (ReLU under D4 is all zeros) is how those distributions catch identity kernels: the dependence
 checks and the constant-output check are not run there.
 
@@ -50,7 +52,8 @@ from kbv.problems import _PROBLEM_NAME, Problem, ProblemFormatError, load_proble
 from kbv.protocol import DEFAULT_TRIALS_PER_DISTRIBUTION, DISTRIBUTIONS, PRECISIONS
 from kbv.worker import inputs, loading
 
-CHECKS = ("zeros", "constant", "input", "wrong_seed", "ignores_inputs", "ignores_weights", "degenerate", "error")
+CHECKS = ("zeros", "constant", "input", "wrong_seed", "ignores_inputs", "ignores_weights", "degenerate", "stochastic",
+          "error")
 TIMED_DISTRIBUTION = "D1"  # the distribution kbv times on (kbv.pipeline), and the problem's own inputs
 DEFAULT_TIMEOUT = 120.0
 
@@ -68,7 +71,7 @@ class LintResult:
     problem: str
     path: str
     findings: list[Finding] = field(default_factory=list)
-    notes: list[Finding] = field(default_factory=list)  # checks holding only on D2-D4 (see the module docstring)
+    notes: list[Finding] = field(default_factory=list)  # checks holding only on D2-D6 (see the module docstring)
     error: str | None = None
     skipped: dict[str, str] = field(default_factory=dict)
     standard_only: list[dict[str, str]] = field(default_factory=list)  # cheats only KernelBench's check accepts
@@ -93,7 +96,7 @@ class LintOptions:
     seeds: int = DEFAULT_TRIALS_PER_DISTRIBUTION
     timeout: float = DEFAULT_TIMEOUT
     jobs: int = 1
-    strict: bool = False  # notes (checks holding only on D2-D4) count as findings
+    strict: bool = False  # notes (checks holding only on D2-D6) count as findings
 
     def resolved_profile(self, device: str, problem: Problem) -> str | None:
         """As ``kbv eval``: auto is the ``small`` profile on the CPU where the problem has one, else default sizes."""
@@ -205,9 +208,11 @@ class _Screen:
             for _ in range(self.seeds):
                 seed = secrets.randbits(63)
                 args = inputs.make_inputs(self.module, seed, self.device, self.precision, dist.scale,
-                                          self.problem.unscaled_inputs)
+                                          self.problem.unscaled_inputs, dist.shift)
                 trials.append(_Trial(seed, args, _forward(self.model, args, seed)))
             self._degenerate(dist.name, trials)
+            if dist.name == TIMED_DISTRIBUTION:
+                self._stochastic(trials[0])
             self._fixed_cheats(dist.name, trials)
             if dist.name == TIMED_DISTRIBUTION or not self._same_constant(trials):
                 self._dependence(dist.name, trials)
@@ -224,6 +229,16 @@ class _Screen:
             if dist == TIMED_DISTRIBUTION and ref.numel() >= 2 and all(_constant_output(t.outputs[i]) for t in trials):
                 self._add("degenerate", dist, f"output {i} is identically constant across its {ref.numel()} "
                                               f"elements ({float(ref.reshape(-1)[0]):.6g} on seed 1)", f"output {i}")
+
+    def _stochastic(self, trial: _Trial) -> None:
+        """The same inputs under another RNG state: a reference whose outputs change (dropout in training mode, a
+        random projection drawn in forward) cannot be matched by any kernel that draws its own randomness; such a
+        problem should declare ``KBV_MODE = "eval"`` or be made deterministic."""
+        other = _forward(self.model, trial.args, trial.seed ^ 0x5A5A5A5A)
+        cmp = judge.compare_outputs(other, trial.reply, self.precision)
+        if not cmp.passed:
+            self._add("stochastic", TIMED_DISTRIBUTION, f"the outputs change with the RNG state on the same inputs "
+                                                        f"({cmp.reason}): dropout or sampling in forward?", "outputs")
 
     @staticmethod
     def _same_constant(trials: list[_Trial]) -> bool:
@@ -301,7 +316,7 @@ def _swap(args: list[Any], j: int, value: Any) -> list[Any]:
 
 def split_findings(findings: list[Finding]) -> tuple[list[Finding], list[Finding]]:
     """(findings, notes): a check that holds on D1 for some subject is a finding on every distribution it holds on,
-    as is every ``degenerate`` and ``error``; the rest hold only on D2-D4 and are notes."""
+    as is every ``degenerate`` and ``error``; the rest hold only on D2-D6 and are notes."""
     on_timed = {(f.check, f.subject) for f in findings if f.distribution == TIMED_DISTRIBUTION}
     keep, notes = [], []
     for f in findings:
