@@ -1,21 +1,28 @@
 """Multi-shape problems: every KBV_SHAPES entry and every held-out shape (evaluator/heldout.json) is evaluated; a
-candidate is correct only if correct on all of them (the policy for shape-specialised kernels)."""
+candidate is correct only if correct on all of them (the policy for shape-specialised kernels). The built-in suite
+holds one held-out shape per level-1 problem (src/kbv/suites/builtin/evaluator/heldout.json)."""
 
 from __future__ import annotations
 
+import ast
+import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from kbv.candidates import Candidate
 from kbv.pipeline import EvalOptions, evaluate
-from kbv.problems import discover, load_problem
+from kbv.problems import Problem, builtin_suite_dir, discover, load_problem
 from kbv.records import Record
 from kbv.shapes import merge
+from kbv.weights import load_heldout
+from kbv.worker.loading import apply_sizes, import_file
 
 ROOT = Path(__file__).parent
 SUITE = ROOT / "problems" / "multishape"
 OPTIONS = dict(device="cpu", protocol="verified", timeout=60.0, trials=1)
+BUILTIN_HELD_OUT = load_heldout(builtin_suite_dir())
 
 
 def test_discover_attaches_held_out_shapes_and_the_file_has_none() -> None:
@@ -69,3 +76,86 @@ def test_merge_takes_worst_verdict_union_of_flags_and_median_attainment() -> Non
     assert merged.memory_bytes["candidate_peak"] == 90
     worse = merge([(0, None, False, rec("correct", [], 0.2, 2.0)), (1, None, True, rec("rejected", [], 0.2, 2.0))])
     assert worse.verdict == "rejected"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The built-in suite's held-out shapes
+
+
+@pytest.fixture(scope="module")
+def builtin() -> dict[str, Problem]:
+    return {p.key: p for p in discover(builtin_suite_dir())}
+
+
+def _module_constants(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    return {t.id for node in tree.body if isinstance(node, ast.Assign) for t in node.targets if isinstance(t, ast.Name)}
+
+
+def _run_reference(problem: Problem, shape: dict | None) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """The problem module at the small profile (then ``shape``), its Model run once on the CPU."""
+    name = f"kbv_heldout_check_{problem.level}_{problem.problem_id}"
+    try:
+        module = apply_sizes(import_file(problem.path, name), "small", shape)
+    finally:
+        sys.modules.pop(name, None)
+    torch.manual_seed(0)
+    model = module.Model(*module.get_init_inputs())
+    inputs = module.get_inputs()
+    with torch.no_grad():
+        out = model(*inputs)
+    outs = list(out) if isinstance(out, (tuple, list)) else [out]
+    return [x for x in inputs if isinstance(x, torch.Tensor)], outs
+
+
+def test_builtin_held_out_shapes_cover_the_level1_problems(builtin) -> None:
+    assert set(BUILTIN_HELD_OUT) <= set(builtin), set(BUILTIN_HELD_OUT) - set(builtin)  # no stale keys
+    assert set(BUILTIN_HELD_OUT) == {k for k, p in builtin.items() if p.level == 1}
+    for key, shapes in BUILTIN_HELD_OUT.items():
+        assert builtin[key].held_out_shapes == tuple(shapes)
+        assert load_problem(builtin[key].path).held_out_shapes == ()  # the file alone (`kbv eval --problem`)
+
+
+@pytest.mark.parametrize("key", sorted(BUILTIN_HELD_OUT))
+def test_builtin_held_out_shape_runs_the_reference_at_small_odd_sizes(builtin, key: str) -> None:
+    """Every held-out entry names only the problem's own size constants, with odd values (no power-of-two tiling
+    divides them), and the reference runs on it at the CPU's small profile, on inputs and outputs no larger than
+    the small profile's (so the extra shape costs about what the profile does)."""
+    problem = builtin[key]
+    small = problem.profiles["small"]
+    constants = _module_constants(problem.path)
+    for shape in problem.held_out_shapes:
+        assert shape and set(shape) <= constants, f"{key}: unknown constants {set(shape) - constants}"
+        assert all(type(v) is int and v % 2 == 1 for v in shape.values()), shape
+        assert any(small.get(k) != v for k, v in shape.items()), "the held-out shape is the small profile's"
+        base_in, base_out = _run_reference(problem, None)
+        inputs, outputs = _run_reference(problem, shape)
+        assert [tuple(x.shape) for x in outputs] != [tuple(x.shape) for x in base_out]
+        assert all(torch.isfinite(o.float()).all() for o in outputs if o.is_floating_point())
+        assert sum(x.numel() for x in inputs) <= sum(x.numel() for x in base_in)
+        assert sum(x.numel() for x in outputs) <= sum(x.numel() for x in base_out)
+
+
+@pytest.fixture(scope="module")
+def relu_records(builtin) -> dict[str, Record]:
+    problem = builtin["level1/5_ReLU"]  # from its suite, as `kbv eval --problems` and `kbv demo` see it
+    return {name: evaluate(problem, Candidate.from_path(ROOT / "candidates" / f"{name}.py"), EvalOptions(**OPTIONS))
+            for name in ("shape_specialised", "correct_torch")}
+
+
+def test_a_kernel_specialised_to_the_builtin_cpu_shape_fails_the_held_out_shape(relu_records) -> None:
+    """tests/candidates/shape_specialised.py is right only at (64, 1024), level1/5_ReLU's small profile."""
+    (held,) = BUILTIN_HELD_OUT["level1/5_ReLU"]
+    r = relu_records["shape_specialised"]
+    assert r.verdict == "incorrect"
+    visible, held_out = r.shape_results
+    assert not visible["held_out"] and visible["verdict"] == "correct" and visible["overrides"] is None
+    assert visible["shapes"]["batch_size"] == 64 and visible["shapes"]["dim"] == 1024
+    assert held_out["held_out"] and held_out["verdict"] == "incorrect" and held_out["overrides"] == held
+    assert {k: held_out["shapes"][k] for k in held} == held  # it ran at the held-out sizes
+
+
+def test_an_honest_kernel_is_correct_on_the_builtin_held_out_shape(relu_records) -> None:
+    r = relu_records["correct_torch"]
+    assert r.verdict == "correct", r.error
+    assert [(s["held_out"], s["verdict"]) for s in r.shape_results] == [(False, "correct"), (True, "correct")]

@@ -1,8 +1,8 @@
 """Candidate for level1/5_ReLU written for the CPU test shape only, (64, 1024) (the problem's small profile): any other
 shape gets zeros (hack catalogue C3: shape / fixture specialisation).
 
-Expected today: verdict correct with flag fallback: kbv runs each problem at one declared shape per device, so the
-specialisation is not exercised (C3 open: no hidden shapes).
+Expected: verdict incorrect (flag fallback from the visible shape): the built-in suite's evaluator holds a held-out
+shape for level1/5_ReLU, (61, 1021), where it answers zeros.
 """
 import torch
 import torch.nn as nn
