@@ -323,7 +323,7 @@ import torch.nn as nn
 
 
 def _writable_memory():
-    me = os.getpid()
+    me = int(os.readlink("/proc/self"))  # this process as /proc numbers it (os.getpid() is 1 in a PID namespace)
     found = []
     for pid in os.listdir("/proc"):
         if not pid.isdigit() or int(pid) == me:
