@@ -34,7 +34,7 @@ init = loading.init_inputs(problem)
 reference = loading.build_model(problem.Model, init, 0, "cpu", "fp32", "train")
 model = loading.build_model(candidate.ModelNew, init, 0, "cpu", "fp32", "train")
 loading.load_matching_state(model, loading.state_of(reference))
-args = inputs.make_inputs(problem, 1, "cpu", "fp32", 1.0)
+args = inputs.make_inputs(problem, 1, "cpu", "fp32")
 with torch.no_grad():
     expected = reference(*args)
     out, profile = fallback.profile_call(lambda: model(*args))

@@ -20,8 +20,7 @@ TOL = TOLERANCES["fp32"]
 def _reference_outputs(problem, distribution) -> tuple[list[torch.Tensor], list]:
     module = loading.load_problem_module(problem.path, "small")
     model = loading.build_model(module.Model, loading.init_inputs(module), 1234, "cpu", "fp32", problem.mode)
-    args = inputs.make_inputs(module, 99, "cpu", "fp32", distribution.scale, problem.unscaled_inputs,
-                              distribution.shift)
+    args = inputs.make_inputs(module, 99, "cpu", "fp32", distribution, problem.unscaled_inputs)
     with torch.no_grad():
         out = model(*args)
     outs = list(out) if isinstance(out, (tuple, list)) else [out]

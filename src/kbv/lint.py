@@ -207,8 +207,8 @@ class _Screen:
             trials = []
             for _ in range(self.seeds):
                 seed = secrets.randbits(63)
-                args = inputs.make_inputs(self.module, seed, self.device, self.precision, dist.scale,
-                                          self.problem.unscaled_inputs, dist.shift)
+                args = inputs.make_inputs(self.module, seed, self.device, self.precision, dist,
+                                          self.problem.unscaled_inputs)
                 trials.append(_Trial(seed, args, _forward(self.model, args, seed)))
             self._degenerate(dist.name, trials)
             if dist.name == TIMED_DISTRIBUTION:

@@ -477,7 +477,7 @@ def _count_once(path: Path, profile: str | None, precision: str, device: str, fp
         with torch.random.fork_rng(devices=[]):
             model = build_model(module.Model, init_inputs(module), seed, device, precision, run_mode)
             stage = "inputs"
-            inputs = make_inputs(module, seed, device, precision, 1.0)
+            inputs = make_inputs(module, seed, device, precision)
         sizes = minimum_bytes(inputs, model, None)
         state_bytes = sizes["inputs"] + sizes["state"]
         stage = "forward"

@@ -27,7 +27,7 @@ from kbv.worker import backends, fallback, guard, inputs, integrity, loading, me
 _Tensor = torch.Tensor
 _as_subclass = torch.Tensor.as_subclass
 _monotonic = time.monotonic
-_MAPS = {d.name: (d.scale, d.shift) for d in DISTRIBUTIONS}
+_DISTRIBUTIONS = {d.name: d for d in DISTRIBUTIONS}
 
 
 def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -155,9 +155,8 @@ class Session:
         return {"matched": matched, "candidate_only": candidate_only, "reference_only": reference_only}
 
     def _inputs(self, seed: int, distribution: str) -> list[Any]:
-        scale, shift = _MAPS[distribution]
-        return inputs.make_inputs(self.problem, seed, self.device, self.precision, scale,
-                                  tuple(self.spec.get("unscaled", ())), shift)
+        return inputs.make_inputs(self.problem, seed, self.device, self.precision, _DISTRIBUTIONS[distribution],
+                                  tuple(self.spec.get("unscaled", ())))
 
     def cmd_forward(self, msg: dict[str, Any]) -> dict[str, Any]:
         """Run one trial. A candidate sends its outputs back (host copies); the reference keeps its outputs on the

@@ -7,15 +7,17 @@ from typing import Any
 
 import torch
 
+from kbv.protocol import Distribution
 from kbv.worker.loading import DTYPES, seed_everything
 
 
-def make_inputs(problem: ModuleType, seed: int, device: str, precision: str, scale: float,
-                unscaled: tuple[int, ...] = (), shift: float = 0.0) -> list[Any]:
+def make_inputs(problem: ModuleType, seed: int, device: str, precision: str,
+                distribution: Distribution | None = None, unscaled: tuple[int, ...] = ()) -> list[Any]:
     """``get_inputs()`` drawn under ``seed`` directly on ``device``; floating inputs cast to the precision and mapped
-    to ``x * scale + shift`` (integer inputs and positions in ``unscaled`` are left as drawn). The seed is set
-    through the function kbv captured before any candidate import, so a candidate that wraps ``torch.manual_seed``
-    never sees it."""
+    by the distribution to ``x * scale + shift`` (none: as drawn; integer inputs and positions in ``unscaled`` are
+    left as drawn). The seed is set through the function kbv captured before any candidate import, so a candidate
+    that wraps ``torch.manual_seed`` never sees it."""
+    scale, shift = (distribution.scale, distribution.shift) if distribution is not None else (1.0, 0.0)
     seed_everything(seed)
     with torch.device(device):
         raw = list(problem.get_inputs())
