@@ -37,11 +37,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from kbv import envinfo  # noqa: E402
-from kbv.candidates import Candidate, Pair, pair_candidates, write_reference_candidate  # noqa: E402
-from kbv.pipeline import EvalOptions  # noqa: E402
+from kbv.problems.candidates import Candidate, Pair, pair_candidates, write_reference_candidate  # noqa: E402
+from kbv.eval import EvalOptions  # noqa: E402
 from kbv.problems import builtin_suite_dir, discover, load_problem  # noqa: E402
 from kbv.records import Record, read_records  # noqa: E402
-from kbv.runner import Progress, build_candidates, run_pairs  # noqa: E402
+from kbv.eval.runner import Progress, build_candidates, run_pairs  # noqa: E402
 
 LOG: list = []
 

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from kbv import stats  # noqa: E402
-from kbv.candidates import write_reference_candidate  # noqa: E402
+from kbv.problems.candidates import write_reference_candidate  # noqa: E402
 from kbv.problems import builtin_suite_dir, load_problem  # noqa: E402
 from kbv.sandbox.launch import Worker, WorkerSpec  # noqa: E402
 

@@ -31,6 +31,14 @@ def kbv_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return Path(os.environ["KBV_CACHE_DIR"])
 
 
+@pytest.fixture(scope="session", autouse=True)
+def kbv_record_key(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One record key (kbv.attest) for the session, outside the user's home, unless the caller chose one."""
+    if "KBV_RECORD_KEY_FILE" not in os.environ:
+        os.environ["KBV_RECORD_KEY_FILE"] = str(tmp_path_factory.mktemp("kbv-key") / "keys" / "record.key")
+    return Path(os.environ["KBV_RECORD_KEY_FILE"])
+
+
 def problem_path(key: str) -> Path:
     """``level1/5_ReLU`` -> the built-in problem file."""
     return SUITE / f"{key}.py"

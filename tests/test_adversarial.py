@@ -24,13 +24,13 @@ from typing import Any
 import pytest
 
 from conftest import CANDIDATES, ROOT, SUITE, problem_path
-from kbv.candidates import Candidate, Pair, write_reference_candidate
-from kbv.pipeline import EvalOptions, evaluate
+from kbv.problems.candidates import Candidate, Pair, write_reference_candidate
+from kbv.eval import EvalOptions, evaluate
 from kbv.problems import Problem, discover, load_problem
 from kbv.protocol import FLAGS, VERDICTS
 from kbv.records import read_records
-from kbv.runner import run_pairs
-from kbv.sandbox import confine
+from kbv.eval.runner import run_pairs
+from kbv.sandbox import plan as confine
 
 MANIFEST = CANDIDATES / "MANIFEST.json"
 ENTRIES: list[dict[str, Any]] = json.loads(MANIFEST.read_text())["entries"]

@@ -1,4 +1,4 @@
-"""Importing Atrex-Bench operator directories (kbv.atrex) from fixtures written to Atrex's documented schema."""
+"""Importing Atrex-Bench operator directories (kbv.tracesuite.atrex) from fixtures written to Atrex's documented schema."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from kbv.atrex import AtrexError, import_atrex
+from kbv.tracesuite.atrex import AtrexError, import_atrex
 from kbv.problems import load_problem
-from kbv.weights import level_sums, load_heldout, load_provenance, load_weights
+from kbv.tracesuite.weights import level_sums, load_heldout, load_provenance, load_weights
 from kbv.worker.loading import import_file
 
 DATA = Path(__file__).resolve().parent / "fixtures" / "atrex" / "data"
@@ -107,7 +107,7 @@ def test_weights_follow_importance_normalised_per_phase(imported) -> None:
 def test_roofline_and_provenance_keep_atrex_numbers_by_shape_index(imported) -> None:
     out, _ = imported
     roof = json.loads((out / "evaluator" / "roofline.json").read_text())
-    assert roof["schema"] == "kbv.atrex-roofline/1"
+    assert roof["schema"] == "kbv.tracesuite.atrex-roofline/1"
     shapes = roof["problems"]["level1/1_RmsNorm"]["shapes"]
     # shapes.json ids 0, 1, 2, 10 in numeric order; id "1" held out -> visible 0, 2, 10 then 1
     assert [s["atrex_shape"] for s in shapes] == ["0", "2", "10", "1"]

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import CANDIDATES, problem_path
-from kbv.pipeline import EvalOptions, evaluate
+from kbv.eval import EvalOptions, evaluate
 from kbv.records import read_records
 
 # example file -> (verdict, distributions that must fail)

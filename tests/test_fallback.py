@@ -1,4 +1,4 @@
-"""Library-fallback detection (kbv.worker.fallback): the dispatch route, the symbol route and the verdict.
+"""Library-fallback detection (kbv.fallback): the dispatch route, the symbol route and the verdict.
 
 Candidates are hostile by assumption, so each is imported and run in a subprocess (as kbv's workers do), with its
 own TORCH_EXTENSIONS_DIR / TRITON_CACHE_DIR and TRITON_INTERPRET=1 set before torch and triton are imported. All
@@ -18,14 +18,20 @@ from typing import Any
 import pytest
 
 from conftest import CANDIDATES, EXAMPLES, ROOT, problem_path
-from kbv.worker import fallback
+from kbv import fallback
+from kbv.worker import recorder
+
+
+def _profile(fn, **kwargs):
+    """The raw counts of one profiled call (the result left out)."""
+    return recorder.profile_call(fn, **kwargs)[1]
 
 # Runs in the subprocess: load the problem (small profile) before the candidate, build both models under one seed
 # with the reference's state copied in, run one forward under the profiler, and print JSON.
 _RUNNER = r"""
 import json, os, sys
 import torch
-from kbv.worker import fallback, inputs, loading
+from kbv.worker import inputs, loading, recorder
 
 problem_path, candidate_path = sys.argv[1], sys.argv[2]
 problem = loading.load_problem_module(problem_path, "small")
@@ -37,10 +43,10 @@ loading.load_matching_state(model, loading.state_of(reference))
 args = inputs.make_inputs(problem, 1, "cpu", "fp32")
 with torch.no_grad():
     expected = reference(*args)
-    out, profile = fallback.profile_call(lambda: model(*args))
+    out, profile = recorder.profile_call(lambda: model(*args))
 print("KBV_JSON " + json.dumps({
     "profile": profile,
-    "modules": fallback.candidate_modules([os.environ["TORCH_EXTENSIONS_DIR"]]),
+    "modules": recorder.candidate_modules([os.environ["TORCH_EXTENSIONS_DIR"]]),
     "correct": bool(torch.allclose(out, expected, rtol=1e-4, atol=1e-4)),
 }))
 """
@@ -71,8 +77,9 @@ def _extensions_dir(name: str, candidate: Path, tmp: Path) -> Path:
     """Fixtures build in this module's temporary folder; the bundled C++ example builds where the pipeline puts it
     in this session's (temporary) cache, so the build is shared with the other tests."""
     if name == "example_cpp_relu":
-        from kbv.candidates import Candidate
-        from kbv.pipeline import build_dir, default_cache_dir
+        from kbv.problems.candidates import Candidate
+        from kbv.files import cache_dir as default_cache_dir
+        from kbv.eval.workspace import build_dir
 
         return build_dir(Candidate.from_path(candidate), "cpu", default_cache_dir())
     return tmp / name
@@ -187,7 +194,7 @@ def test_hidden_fallback_is_flagged_through_the_worker(fixture: str) -> None:
     """torch.relu on a helper thread, or with the dispatch modes switched off, escapes the dispatch mode; the CPU
     profiler over every thread sees it, and the worker route (pipeline, sandboxed worker) flags the fallback and
     names the hidden op in the record."""
-    from kbv.pipeline import EvalOptions, evaluate
+    from kbv.eval import EvalOptions, evaluate
 
     record = evaluate(problem_path("level1/5_ReLU"), CANDIDATES / fixture, EvalOptions(device="cpu", timeout=60.0))
     # (the helper thread, started at import, may also be flagged background_threads, which rejects the kernel)
@@ -228,15 +235,15 @@ def test_profiler_cross_check_in_process() -> None:
             return torch.tanh(x)
 
     with torch.no_grad():
-        seen = fallback.dispatch_profile(lambda: torch.nn.functional.linear(torch.relu(x), w).view(-1).clone())
+        seen = _profile(lambda: torch.nn.functional.linear(torch.relu(x), w).view(-1).clone())
         assert seen["hidden_ops"] == {} and seen["profiler"]["status"] == "ok"
         assert seen["profiler"]["mode_ranges_matched"] == seen["profiler"]["mode_ranges"] > 0
-        thread = fallback.dispatch_profile(on_thread)
+        thread = _profile(on_thread)
         assert thread["hidden_ops"] == {"aten::relu": 1} and thread["profiler"]["hidden_on_other_threads"] == 1
-        off = fallback.dispatch_profile(modes_off)
+        off = _profile(modes_off)
         assert off["aten_ops"] == {} and off["hidden_ops"] == {"aten::linear": 1, "aten::softmax": 1}
-        assert fallback.dispatch_profile(own_mode)["hidden_ops"] == {"aten::tanh": 1}
-        views = fallback.dispatch_profile(lambda: x.view(-1).clone())
+        assert _profile(own_mode)["hidden_ops"] == {"aten::tanh": 1}
+        views = _profile(lambda: x.view(-1).clone())
         assert views["hidden_ops"] == {}
     verdict = fallback.classify(thread, {})
     assert verdict["flags"] == ["fallback"] and verdict["compute_ops"] == {"hidden:aten::relu": 1}
@@ -264,7 +271,7 @@ def test_dispatch_profile_in_process() -> None:
     x = torch.rand(8, 16)
     w = torch.rand(4, 16)
     with torch.no_grad():
-        profile = fallback.dispatch_profile(
+        profile = _profile(
             lambda: torch.nn.functional.linear(x, w).view(-1).contiguous().clone() + torch.empty(32))
     assert profile["compute_ops"] == {"aten.mm": 1, "aten.add": 1}
     assert {"aten.t", "aten.view", "aten.clone", "aten.empty"} <= set(profile["non_compute_ops"])
@@ -272,7 +279,7 @@ def test_dispatch_profile_in_process() -> None:
     verdict = fallback.classify(profile, {})
     assert verdict["flags"] == ["fallback"] and verdict["library_share"] == 1.0
     # nothing ran at all: no share, no flag
-    empty = fallback.classify(fallback.dispatch_profile(lambda: x.view(-1)), {})
+    empty = fallback.classify(_profile(lambda: x.view(-1)), {})
     assert empty["library_share"] is None and empty["flags"] == []
 
 
@@ -322,7 +329,7 @@ def test_unknown_op_counts_as_compute() -> None:
     ("cudaLaunchKernel", None), ("__cudaRegisterFunction", None),
 ])
 def test_symbol_tables(symbol: str, library: str | None) -> None:
-    assert fallback.symbol_library(fallback._qualified_name(symbol)) == library
+    assert fallback.symbol_library(fallback.symbols._qualified_name(symbol)) == library
 
 
 def test_classify_thresholds_and_units() -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kbv.worker import fallback
+from kbv import fallback
 
 
 def _own_object(tmp_path: Path) -> Path:

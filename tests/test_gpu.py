@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from conftest import CANDIDATES, EXAMPLES, problem_path
-from kbv.candidates import Candidate, Pair, write_reference_candidate
-from kbv.pipeline import EvalOptions, evaluate
+from kbv.problems.candidates import Candidate, Pair, write_reference_candidate
+from kbv.eval import EvalOptions, evaluate
 from kbv.problems import load_problem
 from kbv.records import read_records
-from kbv.runner import run_pairs
+from kbv.eval.runner import run_pairs
 
 pytestmark = pytest.mark.gpu
 GPU = dict(device="cuda", timeout=120.0)

@@ -1,4 +1,4 @@
-"""kbv.plots (matplotlib figures, PNG/SVG files) and kbv.html_report (one self-contained HTML page).
+"""kbv.report.plots (matplotlib figures, PNG/SVG files) and kbv.report.html (one self-contained HTML page).
 
 The comparison is two runs: the real H200 suite records and a modified copy of them (incorrect kernels with failed
 hidden distributions, rejected and compile-error kernels, other speedups and memory peaks, a hostile problem name).
@@ -20,8 +20,9 @@ from typing import Any
 
 import pytest
 
-from kbv import html_report, plots
-from kbv.metrics import compare_runs
+from kbv.report import html as html_report
+from kbv.report import plots
+from kbv.report.metrics import compare_runs
 
 ROOT = Path(__file__).resolve().parents[1]
 SUITE_JSONL = ROOT / "docs" / "results" / "h200-2026-11-29" / "suite.jsonl"
@@ -189,18 +190,18 @@ def test_record_text_is_escaped(page):
 
 
 def test_without_matplotlib_the_page_still_renders(tmp_path):
-    """``import kbv.plots`` works without matplotlib; the page leaves the plots out and says why."""
+    """``import kbv.report.plots`` works without matplotlib; the page leaves the plots out and says why."""
     script = (
         "import json, sys\n"
         "sys.modules['matplotlib'] = None  # as if it were not installed\n"
-        "import kbv.plots, kbv.html_report\n"
-        "from kbv.metrics import compare_runs\n"
+        "import kbv.report.plots, kbv.report.html\n"
+        "from kbv.report.metrics import compare_runs\n"
         f"records = [json.loads(l) for l in open({str(SUITE_JSONL)!r})]\n"
-        "page = kbv.html_report.render_html(compare_runs({'r': records}))\n"
+        "page = kbv.report.html.render_html(compare_runs({'r': records}))\n"
         "assert 'plots left out: matplotlib is not installed' in page and 'data:image' not in page\n"
         "assert 'id=\"decomposition\"' in page\n"
         "try:\n"
-        f"    kbv.plots.save_plots(compare_runs({{'r': records}}), {str(tmp_path)!r})\n"
+        f"    kbv.report.plots.save_plots(compare_runs({{'r': records}}), {str(tmp_path)!r})\n"
         "except ImportError as exc:\n"
         "    assert 'pip install matplotlib' in str(exc)\n"
         "else:\n"

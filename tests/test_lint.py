@@ -13,7 +13,16 @@ from click.testing import CliRunner
 
 from conftest import ROOT, SUITE
 from kbv.cli import main
-from kbv.lint import CHECKS, Finding, LintOptions, collect, lint, lint_problem, screen, split_findings
+from kbv.lint import (CHECKS, Finding, LintOptions, collect, lint, lint_problem, problem_facts, result_from_raw,
+                      split_findings)
+from kbv.worker.screen import screen as screen_raw
+
+
+def screen(path, device, precision, profile, seeds):
+    """The screen in this process, its raw findings sorted as the parent sorts them."""
+    from kbv.problems import load_problem
+
+    return result_from_raw(screen_raw(path, problem_facts(load_problem(path)), device, precision, profile, seeds))
 from kbv.problems import discover
 
 FIXTURES = ROOT / "tests" / "problems" / "lint"

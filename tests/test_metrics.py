@@ -1,4 +1,4 @@
-"""kbv.metrics (aggregate figures over records) and kbv.stats (timing statistics)."""
+"""kbv.report.metrics (aggregate figures over records) and kbv.stats (timing statistics)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from kbv import metrics, stats
-from kbv.metrics import by_level, fast_p, geomean_speedup, memory_efficiency, speedup_of, summarize_group
+from kbv import stats
+from kbv.report import metrics
+from kbv.report.metrics import by_level, fast_p, geomean_speedup, memory_efficiency, speedup_of, summarize_group
 from kbv.protocol import CONFIDENCE, FAST_P_THRESHOLDS
 
 
@@ -279,3 +280,15 @@ def test_geometric_mean():
     assert stats.geometric_mean([1.0, 10.0, 100.0]) == pytest.approx(10.0)
     assert stats.geometric_mean([None, 0.0, -1.0]) is None
     assert stats.geometric_mean([]) is None
+
+
+def test_hidden_distributions_come_from_the_protocol() -> None:
+    """Issue 10, bug 4: the exploit rate and step (b) count every distribution the standard check does not see."""
+    from kbv.protocol import DISTRIBUTION_NAMES
+    from kbv.report import metrics as m
+
+    assert m.HIDDEN == tuple(d for d in DISTRIBUTION_NAMES if d != "D1") == ("D2", "D3", "D4", "D5", "D6")
+    for hidden in ("D5", "D6"):
+        record = {"verdict": "incorrect", "correctness": {"distributions": {
+            d: {"status": "failed" if d == hidden else "passed"} for d in DISTRIBUTION_NAMES}}}
+        assert m.passes_d1_fails_hidden(record), hidden

@@ -6,24 +6,41 @@ from __future__ import annotations
 import pytest
 
 from conftest import CANDIDATES, SUITE, problem_path
-from kbv.candidates import Candidate, Pair, write_reference_candidate
-from kbv.pipeline import EvalOptions, evaluate
+from kbv.problems.candidates import Candidate, Pair, write_reference_candidate
+from kbv.eval import EvalOptions, evaluate
 from kbv.problems import discover, load_problem
 from kbv.records import read_records
-from kbv.runner import run_pairs
+from kbv.eval.runner import run_pairs
 from kbv.stats import geometric_mean
 
 CPU = dict(device="cpu", timeout=60.0)
 
 
-def test_unmatched_params_are_recorded_not_silent() -> None:
+def test_renamed_params_are_paired_by_shape() -> None:
+    """Parameters under other names pair by (shape, dtype): perturbed and copied through the pairing (issue #10)."""
     record = evaluate(problem_path("level2/1_Gemm_Bias_ReLU"), CANDIDATES / "renamed_params_gemm.py",
                       EvalOptions(**CPU))
     assert record.verdict == "correct"
-    assert "unmatched_params" in record.flags
-    unmatched = record.correctness["unmatched"]
-    assert unmatched["candidate_only"] == ["linear.weight", "shift"]
-    assert unmatched["reference_only"] == ["bias", "gemm.weight"]
+    assert "unmatched_params" not in record.flags
+    assert record.correctness["parameter_mapping"] == {"linear.weight": "gemm.weight", "shift": "bias"}
+    assert sorted(record.correctness["parameters_perturbed"]) == ["bias", "gemm.weight"]
+
+
+@pytest.mark.parametrize("fixture, verdict, unmatched", [
+    ("layernorm_own_params_ignored.py", "incorrect", False),  # own weight/bias, ignored: caught through the pairing
+    ("layernorm_bias_first.py", "correct", False),  # bias registered before weight: still paired right
+    ("layernorm_ambiguous_params.py", "correct", True),  # gamma/beta: no unique pairing, said so in the record
+])
+def test_renamed_layernorm_params(fixture: str, verdict: str, unmatched: bool) -> None:
+    record = evaluate(problem_path("level1/8_LayerNorm"), CANDIDATES / fixture, EvalOptions(**CPU, trials=1))
+    assert record.verdict == verdict, record.correctness.get("distributions")
+    assert ("unmatched_params" in record.flags) == unmatched
+    if unmatched:
+        assert record.correctness["affine_defaults_exercised"] is False
+        assert record.correctness["unmatched"] == {"candidate_only": ["beta", "gamma"],
+                                                   "reference_only": ["ln.bias", "ln.weight"]}
+    else:
+        assert record.correctness["parameter_mapping"] == {"weight": "ln.weight", "bias": "ln.bias"}
 
 
 def test_buffers_the_reference_updates_are_compared() -> None:

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from conftest import problem_path
-from kbv.candidates import Candidate, Pair
-from kbv.pipeline import EvalOptions
+from kbv.problems.candidates import Candidate, Pair
+from kbv.eval import EvalOptions
 from kbv.problems import load_problem
 from kbv.records import read_records
-from kbv.runner import run_pairs
+from kbv.eval.runner import run_pairs
 
 CANDIDATES = Path(__file__).parent / "candidates"
 CASES = {  # fixture -> problem

@@ -1,4 +1,4 @@
-"""kbv.problems (problem files, suites) and kbv.candidates (pairing candidates with problems)."""
+"""kbv.problems (problem files, suites) and kbv.problems.candidates (pairing candidates with problems)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from kbv.candidates import Candidate, pair_candidates, write_reference_candidate
+from kbv.problems.candidates import Candidate, pair_candidates, write_reference_candidate
 from kbv.problems import (
     Problem, ProblemFormatError, builtin_suite_dir, discover, load_problem, resolve_suite, shipped_suites,
 )

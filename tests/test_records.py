@@ -204,7 +204,9 @@ def test_read_records_round_trips_to_json(tmp_path):
     rec = make_record(flags=["a", "b"], speedup={"verified": {"value": 1.25}}, level=3)
     RecordWriter(out).append(rec)
     (got,) = list(read_records(out))
+    auth = got.pop("auth")  # the writer adds the record's MAC (kbv.attest; tests/test_attest.py)
     assert got == json.loads(rec.to_json())
+    assert set(auth) == {"seq", "prev", "mac", "key_id"} and auth["seq"] == 0
 
 
 # ---------------------------------------------------------------------------------------------------------------

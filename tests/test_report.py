@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from kbv.cli import main
-from kbv.metrics import compare_runs, decompose, family_of, pass_at_k, summarize_group
+from kbv.report.metrics import compare_runs, decompose, family_of, pass_at_k, summarize_group
 
 D_PASS = {d: {"status": "passed"} for d in ("D1", "D2", "D3", "D4")}
 

@@ -14,12 +14,15 @@ import textwrap
 from pathlib import Path
 
 import pytest
-import torch
 
 from conftest import SUITE, problem_path
-from kbv import hardware, roofline
-from kbv.hardware import Ceilings, calibrate, ceilings_for, load_measured, lookup, save_measured
-from kbv.roofline import Counts, Roofline, count
+from kbv import roofline
+from kbv.roofline import hardware
+from kbv.roofline.hardware import Ceilings, calibrate, ceilings_for, load_measured, lookup, save_measured
+from kbv.counts import Counts
+from kbv.roofline import Roofline
+from kbv.worker import flops
+from kbv.worker.flops import count
 
 H200 = lookup("H200 SXM")
 
@@ -244,8 +247,8 @@ def test_meta_failure_falls_back_to_the_cpu(tmp_path: Path) -> None:
 def test_builtin_meta_and_cpu_counts_agree_at_the_small_profile(key: str) -> None:
     """The meta device counts what a real CPU forward counts (same ops, shapes and dtypes), op rule for op rule."""
     path = problem_path(key).resolve()
-    meta = roofline._count_once(path, "small", "fp32", "meta", "tf32", True, None, 0)
-    cpu = roofline._count_once(path, "small", "fp32", "cpu", "tf32", True, None, 0)
+    meta = flops._count_once(path, "small", "fp32", "meta", "tf32", True, None, 0)
+    cpu = flops._count_once(path, "small", "fp32", "cpu", "tf32", True, None, 0)
     assert meta.device == "meta" and cpu.device == "cpu"
     assert meta.flops == cpu.flops and meta.total_flops > 0
     assert meta.bytes_breakdown == cpu.bytes_breakdown and meta.bytes > 0
@@ -260,7 +263,7 @@ def test_builtin_square_matmul_at_default_size_allocates_nothing() -> None:
     path = problem_path("level1/1_Square_Matmul")
     script = textwrap.dedent(f"""
         import json, resource
-        from kbv.roofline import count
+        from kbv.worker.flops import count
         count({str(problem_path("level1/5_ReLU"))!r}, profile="small")  # warm up imports and lazy initialisation
         before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         c = count({str(path)!r})
@@ -356,12 +359,12 @@ def test_json_keys_and_the_command_line(tmp_path: Path) -> None:
 
 def test_counts_cache_round_trip(tmp_path: Path) -> None:
     path = write_problem(tmp_path, "3_Softmax.py", SOFTMAX)
-    first = roofline.counts_cached(path, None, "fp32", tmp_path / "cache", isolated=False)
+    first = roofline.counts_cached(path, None, "fp32", tmp_path / "cache")
     files = list((tmp_path / "cache" / "roofline").glob("*.json"))
     assert len(files) == 1
     files[0].write_text(json.dumps(first.to_json() | {"bytes": 123}))  # a hit is read, not recounted
-    assert roofline.counts_cached(path, None, "fp32", tmp_path / "cache", isolated=False).bytes == 123
-    assert roofline.counts_cached(path, None, "bf16", tmp_path / "cache", isolated=False).bytes == 2 * 2 * 16 * 100
+    assert roofline.counts_cached(path, None, "fp32", tmp_path / "cache").bytes == 123
+    assert roofline.counts_cached(path, None, "bf16", tmp_path / "cache").bytes == 2 * 2 * 16 * 100
 
 
 # ---------------------------------------------------------------------------------------------------------------

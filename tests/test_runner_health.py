@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from conftest import problem_path
-from kbv import runner
-from kbv.candidates import Candidate, Pair
-from kbv.pipeline import EvalOptions
+from kbv.eval import runner
+from kbv.problems.candidates import Candidate, Pair
+from kbv.eval import EvalOptions
 from kbv.problems import load_problem
 from kbv.records import read_records
 from kbv.sandbox import health

@@ -15,9 +15,11 @@ import pytest
 import torch
 
 from conftest import CANDIDATES, problem_path
-from kbv.pipeline import SANDBOX_BUILD_ROOT, EvalOptions, default_cache_dir, evaluate
+from kbv.eval import EvalOptions, evaluate
+from kbv.files import cache_dir as default_cache_dir
+from kbv.eval.workspace import SANDBOX_BUILD_ROOT
 from kbv.records import Record, RecordWriter, read_records
-from kbv.sandbox import confine
+from kbv.sandbox import plan as confine
 
 PLAN = confine.plan("auto")
 needs_sandbox = pytest.mark.skipif(not PLAN["requested"], reason=f"no sandbox here: {PLAN.get('reason')}")

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from kbv.candidates import Candidate
-from kbv.pipeline import EvalOptions, evaluate
+from kbv.problems.candidates import Candidate
+from kbv.eval import EvalOptions, evaluate
 from kbv.problems import Problem, builtin_suite_dir, discover, load_problem
 from kbv.records import Record
-from kbv.shapes import merge
-from kbv.weights import load_heldout
+from kbv.eval.shapes import merge
+from kbv.tracesuite.weights import load_heldout
 from kbv.worker.loading import apply_sizes, import_file
 
 ROOT = Path(__file__).parent

@@ -1,4 +1,4 @@
-"""Trace -> weighted suite (kbv.suitebuild, kbv.problem_templates) and the weighted aggregate (kbv.weights)."""
+"""Trace -> weighted suite (kbv.tracesuite.build, kbv.tracesuite.templates) and the weighted aggregate (kbv.tracesuite.weights)."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ import torch
 import torch.nn.functional as F
 from click.testing import CliRunner
 
-from kbv.problem_templates import Unreproducible, module_layout, op_layout, render_problem
+from kbv.tracesuite.templates import Unreproducible, module_layout, op_layout, render_problem
 from kbv.problems import load_problem
-from kbv.suitebuild import TraceError, build_suite, import_source
-from kbv.weights import (WeightsError, aggregate, level_sums, load_heldout, load_provenance, load_weights)
+from kbv.tracesuite.build import TraceError, build_suite, import_source
+from kbv.tracesuite.weights import (WeightsError, aggregate, level_sums, load_heldout, load_provenance, load_weights)
 from kbv.worker.loading import import_file
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -429,7 +429,7 @@ def test_suite_build_and_score_commands(tmp_path: Path) -> None:
 def test_the_shipped_production_suite_keeps_the_release_contract() -> None:
     """The suite built from H200 traces: problem files name no model, recipe, trace or GPU; weights sum to 1."""
     from kbv.problems import resolve_suite
-    from kbv.weights import level_sums, load_weights
+    from kbv.tracesuite.weights import level_sums, load_weights
 
     suite = resolve_suite("production")
     files = sorted(suite.glob("level*/*.py"))

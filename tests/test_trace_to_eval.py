@@ -8,7 +8,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from kbv.candidates import write_reference_candidate
+from kbv.problems.candidates import write_reference_candidate
 from kbv.cli import main
 from kbv.problems import discover
 from kbv.records import read_records

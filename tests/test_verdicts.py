@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from conftest import CANDIDATES, EXAMPLES, problem_path
-from kbv.pipeline import EvalOptions
+from kbv.eval import EvalOptions
 
 # candidate file (for level1/5_ReLU) -> (verdict, standard_verdict, error stage or None)
 EXPECTED = {
@@ -167,7 +167,7 @@ def test_expanded_output_is_rejected(tmp_path_factory: pytest.TempPathFactory) -
 
 
 def test_speedup_above_the_bound_is_flagged() -> None:
-    from kbv.pipeline import evaluate
+    from kbv.eval import evaluate
 
     record = evaluate(problem_path("level1/5_ReLU"), CANDIDATES / "correct_torch.py",
                       EvalOptions(device="cpu", timeout=30, speedup_bound=0.01))

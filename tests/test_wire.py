@@ -5,6 +5,10 @@ from __future__ import annotations
 import json
 import math
 import multiprocessing
+import os
+import struct
+import threading
+import time
 from typing import Any
 
 import pytest
@@ -116,12 +120,24 @@ def test_received_tensors_are_fresh_memory(pipe):
     assert torch.equal(got["view"], expected_view)
 
 
-def test_the_same_tensor_twice_arrives_as_two_independent_copies(pipe):
+def test_the_same_tensor_twice_is_sent_once_and_arrives_as_one_tensor(pipe):
     t = torch.tensor([1.0, 2.0, 3.0])
+    header, tensors = wire.split([t, t, t[1:], t[1:]])
+    assert len(tensors) == 2  # t and its view t[1:], each once
+    assert json.loads(header)["body"] == [{"__tensor__": 0}, {"__tensor__": 0}, {"__tensor__": 1}, {"__tensor__": 1}]
     got = roundtrip(pipe, [t, t])
-    assert torch.equal(got[0], t) and torch.equal(got[1], t)
-    got[0].add_(1)
-    assert torch.equal(got[1], t)
+    assert torch.equal(got[0], t) and got[0] is got[1]
+    assert got[0].data_ptr() != t.data_ptr()  # still the receiver's own memory
+
+
+def test_different_views_of_one_storage_are_not_merged(pipe):
+    base = torch.arange(6, dtype=torch.float32)
+    views = [base, base.reshape(2, 3), base.reshape(2, 3).t(), base[1:], base.to(torch.float64), base.conj()]
+    header, tensors = wire.split(views)
+    assert len(tensors) == 5  # the conjugate of a real tensor is itself
+    got = roundtrip(pipe, views)
+    for g, v in zip(got, views):
+        assert_same_tensor(g, v.contiguous())
 
 
 def test_tensor_requiring_grad_and_parameter_round_trip_as_plain_tensors(pipe):
@@ -331,3 +347,202 @@ def test_conjugate_view_round_trips(pipe):
     c = torch.tensor([1 + 2j, 3 - 1j], dtype=torch.complex64)
     got = roundtrip(pipe, c.conj())
     assert torch.equal(got, torch.tensor([1 - 2j, 3 + 1j], dtype=torch.complex64))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# A hostile sender: raw frames written straight to the socket (declared sizes need not match what follows). The
+# receiver must refuse before allocating, and never read an oversized frame.
+
+
+def frame(payload: bytes, wide: bool = False) -> bytes:
+    """multiprocessing's frame: a 4-byte big-endian length, or -1 and an 8-byte length, then the bytes."""
+    prefix = struct.pack("!i", -1) + struct.pack("!Q", len(payload)) if wide else struct.pack("!i", len(payload))
+    return prefix + payload
+
+
+def header_frame(body: Any, specs: list[dict[str, Any]]) -> bytes:
+    return frame(json.dumps({"body": body, "__tensors__": specs}).encode())
+
+
+class RawSender:
+    """Writes ``data`` to one end of a real socket pair from a thread, then closes that end."""
+
+    def __init__(self, data: bytes):
+        self.a, self.b = multiprocessing.Pipe()
+        self._data = data
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        fd, view = self.a.fileno(), memoryview(self._data)
+        try:
+            while view:
+                view = view[os.write(fd, view):]
+        except OSError:
+            pass
+        finally:
+            self.a.close()
+
+    def rest(self) -> int:
+        """Bytes still unread on the receiving end (reads to the end of the stream)."""
+        total = 0
+        while chunk := os.read(self.b.fileno(), 1 << 20):
+            total += len(chunk)
+        self._thread.join(5)
+        self.b.close()
+        return total
+
+
+@pytest.fixture
+def allocations(monkeypatch):
+    """Every tensor the receiver allocates, as byte counts; a request for more than 64 MiB fails the test."""
+    sizes: list[int] = []
+    real = wire._empty
+
+    def counting_empty(shape, dtype):
+        nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+        sizes.append(nbytes)
+        assert nbytes <= 64 * 2**20, f"the receiver allocated {nbytes} bytes for a hostile reply"
+        return real(shape, dtype=dtype)
+
+    monkeypatch.setattr(wire, "_empty", counting_empty)
+    return sizes
+
+
+def test_reply_declaring_a_tebibyte_is_refused_before_allocating(allocations):
+    n = wire.MAX_TENSOR_BYTES // 4  # each tensor within the per-tensor limit, 16 of them: 1 TiB in all
+    specs = [spec(shape=[n], nbytes=n * 4) for _ in range(16)]
+    sender = RawSender(header_frame([{"__tensor__": i} for i in range(16)], specs))
+    with pytest.raises(WireError, match="budget"):
+        wire.recv(sender.b, max_bytes=2**30)
+    assert allocations == []
+    sender.rest()
+
+
+def test_default_budget_refuses_a_tebibyte_too(allocations):
+    n = wire.MAX_TENSOR_BYTES // 4
+    sender = RawSender(header_frame([], [spec(shape=[n], nbytes=n * 4) for _ in range(16)]))
+    with pytest.raises(WireError, match="budget"):
+        wire.recv(sender.b)
+    assert allocations == []
+    sender.rest()
+
+
+def test_budget_is_exact_on_the_bytes_declared(allocations):
+    payload = torch.arange(256, dtype=torch.float32)
+    data = header_frame({"__tensor__": 0}, [spec(shape=[256], nbytes=1024)]) + frame(payload.numpy().tobytes())
+    sender = RawSender(data)
+    assert torch.equal(wire.recv(sender.b, max_bytes=1024), payload)
+    sender.rest()
+    sender = RawSender(data)
+    with pytest.raises(WireError, match="budget of 1023"):
+        wire.recv(sender.b, max_bytes=1023)
+    assert allocations == [1024]  # only the accepted message allocated
+    sender.rest()
+
+
+def test_many_distinct_tensors_over_the_budget_are_refused_before_allocating(allocations):
+    specs = [spec(shape=[2**18], nbytes=2**20) for _ in range(1000)]  # 1000 x 1 MiB declared
+    sender = RawSender(header_frame([{"__tensor__": i} for i in range(1000)], specs))
+    with pytest.raises(WireError, match="budget"):
+        wire.recv(sender.b, max_bytes=16 * 2**20)
+    assert allocations == []
+    sender.rest()
+
+
+@pytest.mark.parametrize("wide", [False, True], ids=["4-byte-length", "8-byte-length"])
+def test_frame_larger_than_declared_is_refused_without_reading_it(allocations, wide):
+    big = b"\x01" * (32 * 2**20)  # far more than a socket buffer holds: the sender blocks until it is read
+    sender = RawSender(header_frame({"__tensor__": 0}, [spec(shape=[2], nbytes=8)]) + frame(big, wide=wide))
+    with pytest.raises(WireError, match="declared"):
+        wire.recv(sender.b)
+    assert sender.rest() == len(big)  # the oversized frame was left in the channel, unread
+
+
+def test_frame_declaring_a_tebibyte_is_refused_at_its_length(allocations):
+    """Only the 12-byte prefix of a 1 TiB frame is sent: the reader must refuse it from the prefix alone."""
+    sender = RawSender(header_frame({"__tensor__": 0}, [spec(shape=[2], nbytes=8)])
+                       + struct.pack("!i", -1) + struct.pack("!Q", 2**40))
+    with pytest.raises(WireError, match=f"{2**40} bytes"):
+        wire.recv(sender.b)
+    sender.rest()
+
+
+def test_header_frame_of_absurd_size_is_refused_unread():
+    sender = RawSender(struct.pack("!i", -1) + struct.pack("!Q", 2**40) + b"{" * 4096)
+    with pytest.raises(WireError, match="header"):
+        wire.recv(sender.b)
+    assert sender.rest() == 4096
+
+
+def test_header_with_absurd_tensor_count_is_refused(allocations):
+    specs = [spec(shape=[0], nbytes=0)] * (wire.MAX_TENSORS + 1)
+    sender = RawSender(header_frame([], specs))
+    with pytest.raises(WireError, match="tensors in one message"):
+        wire.recv(sender.b)
+    assert allocations == []
+    sender.rest()
+
+
+def test_deeply_nested_header_is_a_wire_error():
+    sender = RawSender(frame(b"[" * 200000 + b"]" * 200000))
+    with pytest.raises(WireError):
+        wire.recv(sender.b)
+    sender.rest()
+
+
+def test_negative_frame_length_is_refused():
+    sender = RawSender(struct.pack("!i", -7))
+    with pytest.raises(WireError, match="negative frame length"):
+        wire.recv(sender.b)
+    sender.rest()
+
+
+def test_wide_length_prefix_is_read_for_small_frames_too():
+    payload = torch.tensor([3.0, -4.0])
+    sender = RawSender(frame(json.dumps({"body": {"__tensor__": 0}, "__tensors__": [spec()]}).encode(), wide=True)
+                       + frame(payload.numpy().tobytes(), wide=True))
+    assert torch.equal(wire.recv(sender.b), payload)
+    sender.rest()
+
+
+def test_header_referencing_one_tensor_1000_times_allocates_it_once(allocations):
+    payload = torch.arange(2**18, dtype=torch.float32)  # 1 MiB
+    sender = RawSender(header_frame([{"__tensor__": 0}] * 1000, [spec(shape=[2**18], nbytes=2**20)])
+                       + frame(payload.numpy().tobytes()))
+    got = wire.recv(sender.b, max_bytes=2**20)
+    assert len(got) == 1000 and all(g is got[0] for g in got)
+    assert torch.equal(got[0], payload)
+    assert allocations == [2**20]
+    sender.rest()
+
+
+def test_a_reply_repeating_one_tensor_1000_times_is_sent_once_and_fits_its_budget():
+    t = torch.randn(2**16)  # 256 KiB
+    header, tensors = wire.split({"outputs": [t] * 1000})
+    assert len(tensors) == 1
+    a, b = multiprocessing.Pipe()
+    sent = threading.Thread(target=wire.send_parts, args=(a, header, tensors), daemon=True)
+    sent.start()
+    got = wire.recv(b, max_bytes=t.numel() * 4)  # the budget of one copy
+    sent.join(5)
+    assert len(got["outputs"]) == 1000 and torch.equal(got["outputs"][999], t)
+    a.close()
+    b.close()
+
+
+def test_truncated_tensor_frame_is_an_os_error():
+    sender = RawSender(header_frame({"__tensor__": 0}, [spec()]) + struct.pack("!i", 8) + b"\0" * 3)
+    with pytest.raises(OSError):
+        wire.recv(sender.b)
+    sender.rest()
+
+
+def test_sender_stalling_part_way_is_a_timeout_not_a_hang():
+    a, b = multiprocessing.Pipe()
+    os.write(a.fileno(), header_frame({"__tensor__": 0}, [spec(shape=[2**18], nbytes=2**20)])
+             + struct.pack("!i", 2**20) + b"\0" * 1000)  # then nothing more, and the channel stays open
+    with pytest.raises(wire.WireTimeout):
+        wire.recv(b, deadline=time.monotonic() + 0.3)
+    a.close()
+    b.close()

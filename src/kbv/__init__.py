@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from kbv._version import __version__
 
 if TYPE_CHECKING:
-    from kbv.pipeline import EvalOptions, evaluate
+    from kbv.eval import EvalOptions, evaluate
     from kbv.records import Record
 
 __all__ = ["EvalOptions", "Record", "evaluate", "__version__"]
@@ -15,9 +15,9 @@ __all__ = ["EvalOptions", "Record", "evaluate", "__version__"]
 
 def __getattr__(name: str) -> Any:
     if name in ("evaluate", "EvalOptions"):
-        from kbv import pipeline
+        from kbv import eval as engine
 
-        return getattr(pipeline, name)
+        return getattr(engine, name)
     if name == "Record":
         from kbv.records import Record
 

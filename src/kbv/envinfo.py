@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-import kbv
+from kbv._version import __version__ as kbv_version
 
 
 def _nvidia_smi(query: str, gpu: int | None = None) -> list[list[str]]:
@@ -93,7 +93,7 @@ def nvcc_version() -> str:
 
 def software() -> dict[str, Any]:
     return {
-        "kbv": kbv.__version__,
+        "kbv": kbv_version,
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
         "python": platform.python_version(),

@@ -36,6 +36,7 @@ DISTRIBUTIONS: Final = (
 )
 DISTRIBUTION_NAMES: Final = tuple(d.name for d in DISTRIBUTIONS)
 STANDARD_DISTRIBUTION: Final = "D1"
+TIMED_DISTRIBUTION: Final = "D1"  # the problem's own inputs, on which kbv times kernels (kbv lint's findings)
 DEFAULT_TRIALS_PER_DISTRIBUTION: Final = 3
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -72,9 +73,13 @@ TOLERANCES: Final = {
 }
 PRECISIONS: Final = tuple(TOLERANCES)
 
-# KernelBench's standard protocol: D1 only, torch.allclose(out, ref, atol=1e-2, rtol=1e-2).
-STANDARD_ATOL: Final = 1e-2
-STANDARD_RTOL: Final = 1e-2
+# KernelBench's standard protocol: D1 only, torch.allclose(out, ref, atol=tol, rtol=tol), tol by version and
+# precision: "v0" is KernelBench v0/v0.1 (1e-2 everywhere, the default: the published results used it); "current"
+# is KernelBench's current code (get_tolerance_for_precision: 1e-4 for fp32, 1e-2 for bf16).
+STANDARD_TOLERANCES: Final = {"v0": {"fp32": 1e-2, "bf16": 1e-2}, "current": {"fp32": 1e-4, "bf16": 1e-2}}
+DEFAULT_STANDARD_TOLERANCE: Final = "v0"
+STANDARD_ATOL: Final = STANDARD_TOLERANCES[DEFAULT_STANDARD_TOLERANCE]["fp32"]
+STANDARD_RTOL: Final = STANDARD_ATOL
 
 # ---------------------------------------------------------------------------------------------------------------
 # Baselines. Both the reference and the candidate are timed under each, in one run, on the same device.
@@ -141,7 +146,7 @@ FLAGS: Final = {
     "degenerate_output": "an output has a zero stride along a dimension longer than 1 (an expanded view) where the "
     "reference's has none: rejected",
     "fallback": "the forward's work is library code (PyTorch/ATen ops, at::cpu::*/at::native::*, cuBLAS, cuDNN, "
-    "BLAS, oneDNN) with no own kernel beside it: library share >= kbv.worker.fallback.FALLBACK_THRESHOLDS"
+    "BLAS, oneDNN) with no own kernel beside it: library share >= kbv.fallback.FALLBACK_THRESHOLDS"
     "['fallback'] (details in the record's fallback field); rejected under --require-custom-kernels",
     "partial_fallback": "own kernels ran and so did library compute (library share above FALLBACK_THRESHOLDS"
     "['partial_fallback'] and below 'fallback'); rejected under --require-custom-kernels",
@@ -165,10 +170,12 @@ FLAGS: Final = {
     "timer_inconsistent": "the timed calls' reported times add up to more than the evaluator's own clock measured "
     "around them: the worker's timer cannot be trusted: rejected",
     "wall_clock_mismatch": "the worker's timer says the candidate is faster than the reference and the evaluator's "
-    "own clock disagrees: around the timing calls it is slower by more than WALL_CLOCK_MARGIN, or on back-to-back "
-    "calls (timing_ms.burst) it shows no speedup (<= BURST_MAX_WALL_SPEEDUP) against a claim of BURST_MIN_CLAIM "
-    "or more while the reference's wall time is its timed work (time taken off the timer, or host overhead "
-    "that eats the kernel's gain)",
+    "own clock disagrees: on back-to-back calls (timing_ms.burst, the one clock cross-check) it shows no speedup "
+    "(<= BURST_MAX_WALL_SPEEDUP) against a claim of BURST_MIN_CLAIM or more while the reference's wall time is its "
+    "timed work (time taken off the timer, or host overhead that eats the kernel's gain)",
+    "timing_truncated": "the candidate is far slower than the reference (its trials would take more than "
+    "TIMING_TRUNCATE_FACTOR times the reference's): it was timed with few trials, once, and its speedup is an "
+    "upper bound (speedup.<baseline>.bound = 'upper': the reference's median over the candidate's fastest trial)",
     "gpu_unhealthy": "the GPU failed kbv's health check after this candidate (a CUDA error): later pairs moved to "
     "other GPUs or were not run",
 }
@@ -208,10 +215,6 @@ class PrecisionCheck:
 PRECISION_CHECK: Final = {"fp32": PrecisionCheck(factor=5.0, floor=1e-5),
                           "bf16": PrecisionCheck(factor=5.0, floor=4e-3)}
 
-# The evaluator's clock around timed calls: the candidate claims a speedup above 1 + margin while its calls took
-# longer than the reference's by more than the margin (same harness overheads on both sides).
-WALL_CLOCK_MARGIN: Final = 0.25
-
 # ---------------------------------------------------------------------------------------------------------------
 # Timing rules (CUDA events with a device-wide synchronize before the end event; perf_counter_ns on CPU).
 
@@ -233,6 +236,10 @@ TIMING_RULES: Final = {
     "cpu": TimingRule(warmup_ms=20.0, min_warmup_calls=2, budget_ms=300.0, min_trials=10, max_trials=100,
                       flush_l2_factor=2.0, process_pairs=1),
 }
+# A candidate timing call whose trials would take more than this many times the reference's trials in the same
+# round is cut to TIMING_TRUNCATED_TRIALS trials, timed once (no further rounds or pairs), flagged timing_truncated.
+TIMING_TRUNCATE_FACTOR: Final = 8.0
+TIMING_TRUNCATED_TRIALS: Final = 3
 DEFERRED_WRITE_WAIT_S: Final = 0.002  # after a kept timed output is copied: a later change means deferred work
 BURST_TARGET_MS: Final = 60.0  # the parent-timed burst of back-to-back calls lasts about this long per role
 BURST_MAX_CALLS: Final = 2000
@@ -255,3 +262,21 @@ DEVICE_IN_USE_SLACK_BYTES: Final = 64 * 2**20
 
 # Fast_p thresholds printed by `kbv report`.
 FAST_P_THRESHOLDS: Final = (0.0, 0.5, 0.8, 1.0, 1.5, 2.0)
+
+# ---------------------------------------------------------------------------------------------------------------
+# What the evaluator accepts from a worker (kbv.wire, kbv.sandbox.launch). A reply is refused (the candidate's
+# record gets a protocol error) when its header declares more tensor bytes than the caller's budget, before any of
+# them is allocated; a tensor sent once and referenced many times counts once. Worker.call's default budget:
+REPLY_BYTES_DEFAULT: Final = 16 * 2**30
+REPLY_HEADER_BYTES_MAX: Final = 16 * 2**20  # the JSON header of one message
+REPLY_TENSORS_MAX: Final = 65536  # tensors in one message
+# A reply that has begun must be complete by the call's deadline plus this grace (a worker that stalls part-way
+# through a reply is a timeout, not a hang of the evaluator; the grace keeps a large honest transfer from failing).
+REPLY_TRANSFER_GRACE_S: Final = 60.0
+# Every file a worker writes, its stage's stdout/stderr log included, is capped at this size (RLIMIT_FSIZE, set in
+# the worker): far above any build's output, so builds are not killed by SIGXFSZ. The parent reads only a log's tail.
+WORKER_FILE_BYTES_MAX: Final = 2 * 2**30
+LOG_TAIL_BYTES: Final = 4000
+
+# Roofline counting rules (kbv.worker.flops): bump when a rule changes; part of the counts cache key.
+COUNT_RULES_VERSION: Final = 1

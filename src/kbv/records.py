@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from kbv import attest
 from kbv.protocol import SCHEMA
 
 
@@ -43,12 +44,15 @@ class Record:
     wall_seconds: dict[str, float] = field(default_factory=dict)
     integrity: dict[str, Any] = field(default_factory=dict)  # what the candidate changed in its worker (tamper)
     roofline: dict[str, Any] | None = None  # bound, ceilings and attainment (kbv.roofline)
-    fallback: dict[str, Any] | None = None  # library share of the forward's work (kbv.worker.fallback)
-    shape_results: list[dict[str, Any]] | None = None  # multi-shape problems: one summary per shape (kbv.shapes)
+    fallback: dict[str, Any] | None = None  # library share of the forward's work (kbv.fallback)
+    shape_results: list[dict[str, Any]] | None = None  # multi-shape problems: one summary per shape (kbv.eval.shapes)
     schema: str = SCHEMA
+    auth: dict[str, Any] | None = None  # seq, prev, mac, key_id (kbv.attest); set by RecordWriter, never by hand
 
     def to_json(self) -> str:
         data = {"schema": self.schema, **{k: v for k, v in asdict(self).items() if k != "schema"}}
+        if data.get("auth") is None:
+            del data["auth"]  # written by RecordWriter only
         return json.dumps(_finite(data), sort_keys=False)
 
 
@@ -64,24 +68,32 @@ def _finite(x: Any) -> Any:
 
 
 class RecordWriter:
-    """Appends records to a JSONL file, one ``os.write`` per record."""
+    """Appends records to a JSONL file, one ``os.write`` per record. Each record but an imported one gets its
+    ``auth`` field (kbv.attest): a MAC chained to the file's previous record, under the evaluator's key."""
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
 
-    def append(self, record: Record) -> None:
-        line = (record.to_json() + "\n").encode()
+    def append(self, record: Any) -> None:
+        data = json.loads(record.to_json())
+        data.pop("auth", None)  # a record read back and written again is signed afresh (or, imported, not at all)
+        key = None if attest.imported(data) else attest.load_key()  # created on first use
         with self._lock:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)  # writers in other objects or processes wait their turn
+                if key is not None:
+                    data = attest.authenticate(data, fd, key, self.path)  # reads only the file's tail
+                line = (json.dumps(data) + "\n").encode()
                 size = os.fstat(fd).st_size
                 if size and os.pread(fd, 1, size - 1) != b"\n":
                     line = b"\n" + line  # a killed writer left a partial line: never glue a record onto it
                 os.write(fd, line)
                 os.fsync(fd)
+                if key is not None:
+                    attest.note_head(self.path, data["auth"])
             finally:
                 os.close(fd)
 

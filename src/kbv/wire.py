@@ -1,28 +1,46 @@
 """The message format between the trusted parent and its worker processes.
 
-A message is a JSON header followed by one raw part per tensor, each sent as its own frame on a
-``multiprocessing`` connection. Nothing is pickled, so a hostile worker can send only data, never code. The header
-lists each tensor's dtype, shape and byte count; the receiver allocates the tensor itself and reads the frame
-straight into it (``recv_bytes_into``), so tensors arrive as parent-owned host memory with one copy, and a frame
-whose size disagrees with its header is refused. In the header a tensor stands as ``{"__tensor__": i}``.
+A message is a JSON header followed by one raw part per distinct tensor, each sent as its own frame on a
+``multiprocessing`` connection (a 4-byte big-endian signed length, or -1 and an 8-byte length for frames over
+2 GiB, then the bytes). Nothing is pickled, so a hostile worker can send only data, never code. The header lists
+each tensor's dtype, shape and byte count; in the body a tensor stands as ``{"__tensor__": i}``, and a tensor that
+occurs several times in one message (the same view of the same memory) is sent once and referenced by index.
+
+The receiver reads frames from the connection's file descriptor itself: it checks the header against the caller's
+byte budget, the tensor count and the header size limit before allocating anything, then reads each frame's length
+prefix and refuses a frame whose length differs from its header before reading any of it, and finally reads the
+frame straight into the tensor it allocated (``os.readv``, no intermediate copy). Tensors arrive as fresh,
+receiver-owned CPU memory; references to one index are the same tensor object.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import select
+import struct
+import time
 from multiprocessing.connection import Connection
 from typing import Any
 
 import torch
 
-MAX_HEADER_BYTES = 64 * 2**20
+from kbv.protocol import REPLY_HEADER_BYTES_MAX, REPLY_TENSORS_MAX
+
+MAX_HEADER_BYTES = REPLY_HEADER_BYTES_MAX
+MAX_TENSORS = REPLY_TENSORS_MAX
 MAX_TENSOR_BYTES = 64 * 2**30
+MAX_MESSAGE_BYTES = 64 * 2**30  # recv's budget when the caller gives none
+_READ_CHUNK = 2**30  # one readv reads at most this much (Linux caps a read near 2 GiB anyway)
 # Unbound tensor methods captured at import (before any candidate code runs in a worker), so a candidate that
 # patches torch.Tensor cannot change how its outputs are copied out.
 _Tensor = torch.Tensor
 _detach, _to, _contiguous, _reshape, _view = _Tensor.detach, _Tensor.to, _Tensor.contiguous, _Tensor.reshape, _Tensor.view
 _numpy, _numel, _element_size = _Tensor.numpy, _Tensor.numel, _Tensor.element_size
 _resolve_conj, _resolve_neg = _Tensor.resolve_conj, _Tensor.resolve_neg
+_data_ptr, _stride, _get_device, _is_conj, _is_neg = (_Tensor.data_ptr, _Tensor.stride, _Tensor.get_device,
+                                                      _Tensor.is_conj, _Tensor.is_neg)
+_empty = torch.empty
 MAX_DIM = 2**40
 _DTYPES: dict[str, torch.dtype] = {
     name: getattr(torch, name)
@@ -34,19 +52,35 @@ _DTYPES: dict[str, torch.dtype] = {
 
 
 class WireError(ValueError):
-    """A message that does not follow the format (truncated, inconsistent or of an unknown dtype)."""
+    """A message that does not follow the format (truncated, inconsistent, of an unknown dtype or over budget)."""
+
+
+class WireTimeout(Exception):
+    """The sender stopped part-way through a message and the receiver's deadline passed."""
 
 
 def split(obj: Any) -> tuple[bytes, list[torch.Tensor]]:
+    """The header and the distinct host tensors of ``obj``: a tensor that occurs several times (the same view of
+    the same memory: pointer, shape, strides, dtype, device) is copied and sent once."""
     tensors: list[torch.Tensor] = []
     specs: list[dict[str, Any]] = []
+    seen: dict[tuple[Any, ...], int] = {}
 
     def walk(x: Any) -> Any:
         if isinstance(x, _Tensor):
+            try:
+                key: tuple[Any, ...] | None = (_get_device(x), _data_ptr(x), tuple(x.shape), tuple(_stride(x)),
+                                               str(x.dtype), bool(_is_conj(x)), bool(_is_neg(x)))
+            except Exception:  # no strided storage (sparse, nested): sent as is, never merged
+                key = None
+            if key is not None and key in seen:
+                return {"__tensor__": seen[key]}
             host = _contiguous(_resolve_neg(_resolve_conj(_to(_detach(x), "cpu"))))
             tensors.append(host)
             specs.append({"dtype": str(host.dtype).removeprefix("torch."), "shape": list(host.shape),
                           "nbytes": _numel(host) * _element_size(host)})
+            if key is not None:
+                seen[key] = len(tensors) - 1
             return {"__tensor__": len(tensors) - 1}
         if isinstance(x, dict):
             return {str(k): walk(v) for k, v in x.items()}
@@ -80,10 +114,12 @@ def _parse_header(data: bytes) -> tuple[Any, list[tuple[torch.dtype, list[int], 
         header = json.loads(data)
         specs = header["__tensors__"]
         body = header["body"]
-    except (ValueError, KeyError, TypeError) as exc:
-        raise WireError(f"bad header: {exc}") from None
+    except (ValueError, KeyError, TypeError, RecursionError) as exc:
+        raise WireError(f"bad header: {type(exc).__name__}: {str(exc)[:200]}") from None
     if not isinstance(specs, list):
         raise WireError("bad tensor table")
+    if len(specs) > MAX_TENSORS:
+        raise WireError(f"{len(specs)} tensors in one message (at most {MAX_TENSORS})")
     parsed = []
     for spec in specs:
         try:
@@ -109,22 +145,67 @@ def _parse_header(data: bytes) -> tuple[Any, list[tuple[torch.dtype, list[int], 
     return body, parsed
 
 
-def recv(conn: Connection) -> Any:
-    """Receive one message; every tensor is a fresh, receiver-owned CPU tensor. Raises EOFError on a closed
-    channel and WireError on a malformed message."""
-    body, specs = _parse_header(conn.recv_bytes(MAX_HEADER_BYTES))
+def _read_exact(fd: int, view: memoryview, deadline: float | None = None) -> None:
+    """Fill ``view`` from ``fd``. EOFError when the channel is closed before the first byte (as multiprocessing
+    does), OSError when it closes part-way, WireTimeout when ``deadline`` (time.monotonic) passes first."""
+    done, size = 0, len(view)
+    poller = None
+    if deadline is not None:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+    while done < size:
+        if poller is not None:
+            remaining = deadline - time.monotonic()  # type: ignore[operator]
+            if remaining <= 0 or not poller.poll(remaining * 1000):
+                raise WireTimeout("the sender stopped part-way through a message")
+        n = os.readv(fd, [view[done:done + _READ_CHUNK]])
+        if n == 0:
+            if done == 0:
+                raise EOFError
+            raise OSError("got end of file during message")
+        done += n
+
+
+def _frame_length(fd: int, deadline: float | None) -> int:
+    """Read one frame's length prefix (and nothing of the frame)."""
+    prefix = bytearray(4)
+    _read_exact(fd, memoryview(prefix), deadline)
+    (size,) = struct.unpack("!i", prefix)
+    if size == -1:
+        wide = bytearray(8)
+        _read_exact(fd, memoryview(wide), deadline)
+        (size,) = struct.unpack("!Q", wide)
+    elif size < 0:
+        raise WireError(f"negative frame length {size}")
+    return size
+
+
+def recv(conn: Connection, max_bytes: int | None = None, deadline: float | None = None) -> Any:
+    """Receive one message; every tensor is a fresh, receiver-owned CPU tensor. ``max_bytes`` bounds the tensor
+    bytes the message may declare (default MAX_MESSAGE_BYTES): a larger message is refused before anything is
+    allocated. ``deadline`` (time.monotonic) bounds the whole read. Raises EOFError on a closed channel, WireError
+    on a malformed or oversized message and WireTimeout past the deadline; after either the channel is out of step
+    and must be closed."""
+    budget = MAX_MESSAGE_BYTES if max_bytes is None else max_bytes
+    fd = conn.fileno()
+    size = _frame_length(fd, deadline)
+    if size > MAX_HEADER_BYTES:
+        raise WireError(f"header of {size} bytes (at most {MAX_HEADER_BYTES})")
+    data = bytearray(size)
+    if size:
+        _read_exact(fd, memoryview(data), deadline)
+    body, specs = _parse_header(data)
+    declared = sum(nbytes for _, _, nbytes in specs)
+    if declared > budget:
+        raise WireError(f"reply declares {declared} tensor bytes, over its budget of {budget}")
     tensors: list[torch.Tensor] = []
     for dtype, shape, nbytes in specs:
-        t = torch.empty(shape, dtype=dtype)
+        t = _empty(shape, dtype=dtype)
         if nbytes:
-            try:
-                got = conn.recv_bytes_into(_bytes_view(t))
-            except Exception as exc:  # BufferTooShort: a frame larger than its header said
-                if isinstance(exc, (EOFError, OSError)):
-                    raise
-                raise WireError("tensor frame larger than declared") from None
+            got = _frame_length(fd, deadline)
             if got != nbytes:
                 raise WireError(f"tensor frame of {got} bytes, {nbytes} declared")
+            _read_exact(fd, memoryview(_bytes_view(t)).cast("B"), deadline)
         tensors.append(t)
 
     def walk(x: Any) -> Any:
@@ -139,4 +220,7 @@ def recv(conn: Connection) -> Any:
             return [walk(v) for v in x]
         return x
 
-    return walk(body)
+    try:
+        return walk(body)
+    except RecursionError:
+        raise WireError("message nested too deeply") from None

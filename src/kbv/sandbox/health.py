@@ -4,9 +4,10 @@ against the CPU (``python -m kbv.sandbox.health``); the runner retires a GPU tha
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import time
+
+from kbv import proc
 
 HEALTH_TIMEOUT_S = 90.0
 CUDA_FAULT_WORDS = ("cuda error", "illegal memory access", "illegal address", "unspecified launch failure",
@@ -26,15 +27,10 @@ def check(gpu: int, retries: int = 1, pause_s: float = 5.0) -> tuple[bool, str]:
     env = dict(os.environ, CUDA_VISIBLE_DEVICES=str(gpu))
     why = ""
     for attempt in range(retries + 1):
-        try:
-            done = subprocess.run([sys.executable, "-m", "kbv.sandbox.health"], capture_output=True, text=True,
-                                  timeout=HEALTH_TIMEOUT_S, env=env)
-            lines = (done.stdout + done.stderr).strip().splitlines()
-            why = lines[-1] if lines else f"exit status {done.returncode}"
-            if done.returncode == 0:
-                return True, why
-        except subprocess.TimeoutExpired:
-            why = f"health check timed out after {HEALTH_TIMEOUT_S:.0f} s"
+        done = proc.run([sys.executable, "-m", "kbv.sandbox.health"], HEALTH_TIMEOUT_S, env=env)
+        why = f"health check timed out after {HEALTH_TIMEOUT_S:.0f} s" if done.timed_out else done.last_line()
+        if done.ok:
+            return True, why
         if attempt < retries:
             time.sleep(pause_s)
     return False, why[:500]

@@ -20,10 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from kbv import wire
+from kbv.protocol import LOG_TAIL_BYTES, REPLY_BYTES_DEFAULT, REPLY_TRANSFER_GRACE_S
 
 _CONTEXT: BaseContext | None = None
 _CONTEXT_LOCK = threading.Lock()
-LOG_TAIL_CHARS = 4000
+LOG_TAIL_CHARS = LOG_TAIL_BYTES
 
 
 _STARTING = threading.local()
@@ -47,9 +48,25 @@ def context() -> BaseContext:
         if _CONTEXT is None:
             multiprocessing.spawn.get_preparation_data = _preparation_data
             ctx = multiprocessing.get_context("forkserver")
-            ctx.set_forkserver_preload(["kbv.sandbox.child"])
+            ctx.set_forkserver_preload(["kbv.worker.session"])
             _CONTEXT = ctx
         return _CONTEXT
+
+
+def read_tail(path: Path, nbytes: int) -> str:
+    """The last ``nbytes`` of a file, read from its end (a worker's log may be huge or sparse), as text."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return ""
+    try:
+        size = os.fstat(fd).st_size
+        data = os.pread(fd, nbytes, max(0, size - nbytes))
+    except OSError:
+        return ""
+    finally:
+        os.close(fd)
+    return data.decode("utf-8", "replace")
 
 
 class WorkerFailure(Exception):
@@ -102,7 +119,7 @@ class Worker:
     """One worker process. Use as a context manager; every call takes a deadline (``time.monotonic()`` based)."""
 
     def __init__(self, spec: WorkerSpec, deadline: float):
-        from kbv.sandbox import child  # imported by the fork server too; the parent only needs its entry point
+        from kbv.worker import session as child  # imported by the fork server too; the parent only needs its entry point
 
         self.spec = spec
         self.tamper: set[str] = set()  # what the worker reported changed in its environment, over all replies
@@ -130,26 +147,28 @@ class Worker:
         return self._proc.pid
 
     def log_tail(self) -> str:
-        try:
-            data = self.spec.log_path.read_bytes()[-LOG_TAIL_CHARS:]
-        except OSError:
-            return ""
-        return data.decode("utf-8", "replace")
+        return read_tail(self.spec.log_path, LOG_TAIL_CHARS)
 
-    def call(self, msg: dict[str, Any], deadline: float) -> dict[str, Any]:
+    def call(self, msg: dict[str, Any], deadline: float, max_bytes: int | None = None) -> dict[str, Any]:
+        """Send ``msg`` and return the reply; a reply declaring more than ``max_bytes`` tensor bytes (default
+        kbv.protocol.REPLY_BYTES_DEFAULT) is refused before it is allocated: a ``protocol`` failure."""
         try:
             wire.send(self._conn, msg)
         except (BrokenPipeError, OSError):
             raise self._died() from None
-        return self._expect(deadline)
+        return self._expect(deadline, max_bytes)
 
-    def _expect(self, deadline: float) -> dict[str, Any]:
+    def _expect(self, deadline: float, max_bytes: int | None = None) -> dict[str, Any]:
         remaining = deadline - time.monotonic()
         if remaining <= 0 or not self._conn.poll(remaining):
             self.kill()
             raise WorkerFailure("timeout", "time limit exceeded", self.log_tail())
         try:
-            reply = wire.recv(self._conn)
+            reply = wire.recv(self._conn, REPLY_BYTES_DEFAULT if max_bytes is None else max_bytes,
+                              max(deadline, time.monotonic()) + REPLY_TRANSFER_GRACE_S)
+        except wire.WireTimeout:
+            self.kill()
+            raise WorkerFailure("timeout", "time limit exceeded (part-way through a reply)", self.log_tail()) from None
         except (EOFError, OSError):
             raise self._died() from None
         except wire.WireError as exc:

@@ -4,7 +4,7 @@ A snapshot is taken when the worker starts, before any candidate code exists; af
 compares the present state with it and reports what differs, as data. The parent turns a non-empty report into the
 flag ``tamper`` (verdict ``rejected`` for an otherwise correct kernel). This is telemetry from a process the
 candidate controls, so it catches the common patches (torch's comparison and timing functions, time.*, tensor
-methods, kbv's own worker functions, TF32 flags) but not a candidate that also rewrites this check; the verdict's
+methods, every function and class method of every kbv module loaded in the worker, TF32 flags) but not a candidate that also rewrites this check; the verdict's
 real safeguards are that outputs are judged in the reference worker and the parent.
 """
 
@@ -27,11 +27,13 @@ _TENSOR_METHODS = ("detach", "to", "cpu", "clone", "contiguous", "numpy", "equal
 _TIME_FUNCTIONS = ("perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "time", "time_ns")
 
 
-def _watched() -> dict[str, Callable[[], Any]]:
-    import kbv.sandbox.child as child
-    import kbv.wire as wire
-    from kbv.worker import fallback, inputs, loading, memory, timer
+def _kbv_modules() -> list[types.ModuleType]:
+    """Every kbv module loaded in this process (the snapshot is taken before any candidate code exists)."""
+    return [m for name, m in sorted(sys.modules.items())
+            if isinstance(m, types.ModuleType) and (name == "kbv" or name.startswith("kbv."))]
 
+
+def _watched() -> dict[str, Callable[[], Any]]:
     getters: dict[str, Callable[[], Any]] = {}
     for name in _TORCH_FUNCTIONS:
         getters[f"torch.{name}"] = lambda n=name: getattr(torch, n)
@@ -45,7 +47,7 @@ def _watched() -> dict[str, Callable[[], Any]]:
     getters["torch.cuda.synchronize"] = lambda: torch.cuda.synchronize
     getters["torch.cuda.Event.record"] = lambda: torch.cuda.Event.record
     getters["torch.cuda.Event.elapsed_time"] = lambda: torch.cuda.Event.elapsed_time
-    for module in (child, wire, inputs, loading, memory, timer, backends, fallback):
+    for module in _kbv_modules():
         for attr, value in vars(module).items():
             # every callable the module holds: its own functions and classes, and the references it captured
             # (time.perf_counter_ns as timer._perf_counter_ns, unbound tensor methods in wire, ...)
@@ -56,9 +58,12 @@ def _watched() -> dict[str, Callable[[], Any]]:
         for attr, value in vars(problem).items():
             if not attr.startswith("__") and not isinstance(value, types.ModuleType):
                 getters[f"problem.{attr}"] = lambda a=attr: getattr(problem, a)
-    for attr, value in vars(child.Session).items():
-        if isinstance(value, types.FunctionType):
-            getters[f"kbv.sandbox.child.Session.{attr}"] = lambda a=attr: getattr(child.Session, a)
+    for module in _kbv_modules():
+        for cls_name, cls in vars(module).items():
+            if isinstance(cls, type) and cls.__module__ == module.__name__:
+                for attr, value in vars(cls).items():
+                    if isinstance(value, types.FunctionType):
+                        getters[f"{module.__name__}.{cls_name}.{attr}"] = lambda c=cls, a=attr: getattr(c, a)
     return getters
 
 

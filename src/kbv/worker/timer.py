@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import torch
 
-from kbv.protocol import TimingRule
+from kbv.protocol import TIMING_TRUNCATED_TRIALS, TimingRule
 
 _perf_counter_ns = time.perf_counter_ns  # captured before any candidate import
 _randbelow = secrets.randbelow
@@ -41,25 +41,31 @@ def cache_bytes(device: str) -> int:
     return cpu_l2_bytes()
 
 
-def _trial_count(estimate_ms: float, rule: TimingRule, share: float) -> tuple[int, int]:
-    """Warm-up calls and timed trials for one timing call that takes ``share`` of the rule's budget."""
+def _trial_count(estimate_ms: float, rule: TimingRule, share: float,
+                 cap_ms: float | None = None) -> tuple[int, int, bool]:
+    """Warm-up calls and timed trials for one timing call that takes ``share`` of the rule's budget, and whether
+    they were cut: trials that would take more than ``cap_ms`` become ``TIMING_TRUNCATED_TRIALS`` (or as many as
+    fit) after one warm-up call."""
     estimate_ms = max(estimate_ms, 1e-4)
     warmup = max(rule.min_warmup_calls, math.ceil(rule.warmup_ms / estimate_ms))
     low, high = math.ceil(rule.min_trials * share), max(1, math.floor(rule.max_trials * share))
     trials = min(high, max(low, math.ceil(rule.budget_ms * share / estimate_ms)))
-    return warmup, trials
+    if cap_ms is not None and trials * estimate_ms > cap_ms:
+        return 1, max(1, min(trials, TIMING_TRUNCATED_TRIALS, math.floor(cap_ms / estimate_ms) or 1)), True
+    return warmup, trials, False
 
 
 def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: float = 1.0,
                max_trials: int | None = None, prepare: Callable[[], None] | None = None,
-               keep: Callable[[Any], None] | None = None) -> dict[str, Any]:
+               keep: Callable[[Any], None] | None = None, cap_ms: float | None = None) -> dict[str, Any]:
     """Time ``fn``: three estimate calls, warm-up, then individually timed trials with a cache flush before each.
 
     ``share`` is the fraction of the rule's budget and trial bounds this call takes (the parent interleaves several
     calls of reference and candidate). ``prepare`` runs before every call, outside the timed region (it loads
     fresh input contents). ``keep`` receives the output of one timed trial, picked at random, as soon as that trial
     ends (before anything else runs): the timed calls' own outputs get judged, not only calls outside the timer.
-    Returns ``{"times_ms": [...], "warmup": n, "flush_bytes": b}``.
+    ``cap_ms`` bounds the trials' total time (a kernel far slower than the reference: see ``_trial_count``).
+    Returns ``{"times_ms": [...], "warmup": n, "flush_bytes": b, "truncated": bool}``.
     """
     flush_bytes = int(rule.flush_l2_factor * cache_bytes(device))
     flush = torch.empty(flush_bytes // 4, dtype=torch.int32, device=device)
@@ -89,7 +95,7 @@ def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: floa
             return (_perf_counter_ns() - t0) / 1e6, out
 
     estimate = sorted(one()[0] for _ in range(3))[1]
-    warmup, trials = _trial_count(estimate, rule, share)
+    warmup, trials, truncated = _trial_count(estimate, rule, share, cap_ms)
     if max_trials is not None:
         trials = min(trials, max_trials)
     for _ in range(warmup):
@@ -104,7 +110,7 @@ def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: floa
         if index == keep_at and keep is not None:
             keep(out)
         del out
-    return {"times_ms": times, "warmup": warmup, "flush_bytes": flush_bytes}
+    return {"times_ms": times, "warmup": warmup, "flush_bytes": flush_bytes, "truncated": truncated}
 
 
 def burst(fn: Callable[[], Any], device: str, calls: int) -> None:

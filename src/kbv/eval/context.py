@@ -1,0 +1,90 @@
+"""What the stages of one pair share: the pair, its options and device, its scratch folder, the reference's
+state, the record sections being filled (``Draft``: every record field except the verdicts and flags, which only
+``kbv.eval.verdict.decide`` sets) and the ``Evidence`` the verdict is decided from."""
+
+from __future__ import annotations
+
+import secrets
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kbv.eval.evidence import Evidence, Failure
+from kbv.eval.options import EvalOptions
+from kbv.eval.params import Mapping, for_candidate
+from kbv.eval.workspace import candidate_spec, reference_spec
+from kbv.problems import Problem
+from kbv.problems.candidates import Candidate
+from kbv.sandbox.launch import Worker, WorkerFailure, WorkerSpec
+
+
+@dataclass
+class Draft:
+    """The record's sections as the stages fill them in."""
+
+    stage: str = ""
+    correctness: dict[str, Any] = field(default_factory=dict)
+    timing_ms: dict[str, Any] = field(default_factory=dict)
+    speedup: dict[str, Any] = field(default_factory=dict)
+    memory_bytes: dict[str, Any] = field(default_factory=dict)
+    seeds: dict[str, Any] = field(default_factory=dict)
+    shapes: dict[str, Any] = field(default_factory=dict)
+    env: dict[str, Any] = field(default_factory=dict)
+    wall_seconds: dict[str, float] = field(default_factory=dict)
+    integrity: dict[str, Any] = field(default_factory=dict)
+    roofline: dict[str, Any] | None = None
+    fallback: dict[str, Any] | None = None
+
+
+def failure_dict(stage: str, failure: WorkerFailure) -> dict[str, Any]:
+    """The record's ``error`` entry for a worker that did not answer."""
+    return {"stage": stage, "kind": failure.kind, "message": failure.message, "log_tail": failure.log_tail[-2000:],
+            "traceback": (failure.detail.get("traceback") or "")[-3000:]}
+
+
+class ReferenceFailed(Exception):
+    """The reference worker failed: not the candidate's fault (the pair's verdict is ``runtime_error``)."""
+
+    def __init__(self, failure: WorkerFailure, stage: str):
+        super().__init__(failure.message)
+        self.failure = Failure(stage, "reference", failure.kind, failure_dict(stage, failure) | {"reference": True})
+
+
+class PairContext:
+    def __init__(self, problem: Problem, candidate: Candidate, options: EvalOptions, device: str,
+                 gpu: int | None = None, shape: dict[str, Any] | None = None):
+        self.problem = problem
+        self.candidate = candidate
+        self.options = options
+        self.device = device
+        self.gpu = gpu
+        self.shape = shape  # one shape's overrides of a multi-shape problem (None: the file's own constants)
+        self.profile = options.resolved_profile(device, problem)
+        self.scratch = Path(tempfile.mkdtemp(prefix="kbv-"))
+        self.init_seed = secrets.randbits(63)
+        self.ref_state: dict[str, Any] = {}
+        self.mapping = Mapping()
+        self.draft = Draft()
+        self.evidence = Evidence()
+        self.tamper: dict[str, set[str]] = {"candidate": set(), "reference": set()}
+
+    def candidate_state(self) -> dict[str, Any]:
+        """The reference's state under the candidate's own names (``kbv.eval.params``)."""
+        return for_candidate(self.ref_state, self.mapping) if self.mapping.pairs else dict(self.ref_state)
+
+    def spec(self, role: str, stage: str) -> WorkerSpec:
+        if role == "candidate":
+            return candidate_spec(self.problem, self.candidate, self.options, self.device, self.gpu, self.scratch,
+                                  stage, self.shape)
+        return reference_spec(self.problem, self.options, self.device, self.gpu, self.scratch, stage, self.shape)
+
+    def collect(self, worker: Worker) -> None:
+        """What a finished worker reported about its environment (tamper) and its confinement."""
+        self.tamper[worker.spec.role] |= worker.tamper
+        if worker.spec.role == "candidate" and worker.isolation:
+            self.draft.env.setdefault("isolation", {})["achieved"] = worker.isolation
+
+    def note(self, section: str, key: str, distribution: str, value: Any) -> None:
+        """``draft.correctness[section][key][distribution] = value`` (the record's per-distribution details)."""
+        self.draft.correctness.setdefault(section, {}).setdefault(key, {})[distribution] = value

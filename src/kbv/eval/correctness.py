@@ -1,0 +1,358 @@
+"""The correctness stage of one pair: every distribution's trials, the poisoned and profiled D1 trials, the
+float64 precision check and the rule checks on how forward treats its inputs, all as evidence.
+
+The candidate runs in a fresh worker; the reference in another that never imports it and judges the candidate's
+outputs (relayed as data) against outputs that never left it. Findings go to ``ctx.evidence``; details to the
+record's ``correctness`` section (``ctx.draft``). No verdict is decided here.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from kbv import fallback as fallback_check
+from kbv import judge
+from kbv.eval.context import PairContext, ReferenceFailed, failure_dict
+from kbv.eval.evidence import Failure
+from kbv.eval.params import describe, map_parameters
+from kbv.protocol import DISTRIBUTIONS, GUARD_BYTES, POISON_BYTES, PRECISION_CHECK, TOLERANCES
+from kbv.sandbox.launch import Worker, WorkerFailure
+
+Call = Callable[[Worker, dict[str, Any]], dict[str, Any]]
+
+
+def as_float(x: Any) -> float:
+    return float(x) if isinstance(x, (int, float)) else float("inf")
+
+
+def same_outputs(a: dict[str, Any], b: dict[str, Any]) -> tuple[bool, float | None]:
+    """Whether two candidate replies hold the same output bits (NaN equal to NaN), and the largest difference."""
+    import torch
+
+    items_a, items_b = a.get("outputs", []), b.get("outputs", [])
+    if len(items_a) != len(items_b):
+        return False, None
+    same, worst = True, 0.0
+    for x, y in zip(items_a, items_b):
+        tx, ty = x.get("tensor"), y.get("tensor")
+        if not isinstance(tx, torch.Tensor) or not isinstance(ty, torch.Tensor):
+            continue
+        if tx.shape != ty.shape or tx.dtype != ty.dtype:
+            return False, None
+        if torch.equal(tx, ty):
+            continue
+        if tx.is_floating_point():
+            both_nan = torch.isnan(tx) & torch.isnan(ty)
+            if bool((both_nan | (tx == ty)).all()):
+                continue
+            diff = (tx.double() - ty.double()).abs().masked_fill(both_nan, 0.0)
+            worst = max(worst, float(diff.nan_to_num(nan=float("inf")).max()))
+        same = False
+    return same, (None if same else worst)
+
+
+def poisoned(ref_out: dict[str, Any], which: int) -> dict[str, Any]:
+    """What a candidate forward in correctness is sent beside the seed: poison for the freed blocks of the sizes the
+    call will allocate (its outputs, as the reference's are, plus small-pool blocks) and guard bands around its
+    inputs."""
+    sizes = [int(n) for n in ref_out.get("nbytes", []) if int(n) > 0] + [2 * 2**20] * 4
+    return {"poison": {"byte": POISON_BYTES[which], "sizes": sizes}, "guard_bytes": GUARD_BYTES}
+
+
+class CorrectnessStage:
+    def __init__(self, ctx: PairContext):
+        self.ctx = ctx
+        self.options = ctx.options
+        self.ev = ctx.evidence
+        self.notes = ctx.draft.correctness
+        self.spent = 0.0  # time charged to the candidate; waiting for the reference is not
+        self.trials_seen = 0
+
+    # -- calls ----------------------------------------------------------------------------------------------------
+
+    def cand_call(self, worker: Worker, msg: dict[str, Any]) -> dict[str, Any]:
+        t0 = time.monotonic()
+        try:
+            return worker.call(msg, t0 + max(0.0, self.options.timeout - self.spent))
+        finally:
+            self.spent += time.monotonic() - t0
+
+    def ref_call(self, worker: Worker, msg: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return worker.call(msg, time.monotonic() + self.options.timeout)
+        except WorkerFailure as failure:
+            raise ReferenceFailed(failure, "correctness") from None
+
+    def judge_msg(self, candidate_reply: dict[str, Any]) -> dict[str, Any]:
+        return {"cmd": "judge", "candidate": candidate_reply, "precision": self.options.precision,
+                "standard_tolerance": self.options.standard_tolerance_value}
+
+    # -- the stage ------------------------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        ctx, options, ev = self.ctx, self.options, self.ev
+        per_dist: dict[str, dict[str, Any]] = {}
+        first_d1: tuple[int, dict[str, Any]] | None = None  # (seed, candidate reply) of the first D1 trial
+        seeds: dict[str, list[int]] = {}
+        failure: WorkerFailure | None = None
+        try:
+            reference = Worker(ctx.spec("reference", "correctness"), time.monotonic() + options.timeout)
+        except WorkerFailure as exc:
+            raise ReferenceFailed(exc, "correctness") from None
+        with reference:
+            setup = self.ref_call(reference, {"cmd": "setup", "init_seed": ctx.init_seed})
+            ctx.ref_state = setup["state"]
+            ctx.draft.shapes = setup.get("shapes", {})
+            ctx.draft.env["device"] = setup.get("device", {}) | ctx.draft.env.get("device", {})
+            try:
+                t0 = time.monotonic()
+                candidate = Worker(ctx.spec("candidate", "correctness"), t0 + options.timeout)
+                self.spent += time.monotonic() - t0
+            except WorkerFailure as exc:
+                failure = exc
+            else:
+                with candidate:
+                    try:
+                        self._setup(reference, candidate)
+                        first_d1 = self._distributions(reference, candidate, per_dist, seeds)
+                        if not any(r["status"] == "failed" for r in per_dist.values()) and first_d1:
+                            self._poison_trial(reference, candidate, per_dist, first_d1)
+                        if not any(r["status"] == "failed" for r in per_dist.values()) and first_d1:
+                            self._precision_check(reference, first_d1)
+                        if not any(r["status"] == "failed" for r in per_dist.values()):
+                            self._fallback_trial(reference, candidate, per_dist)
+                        self._compare_buffers(self.ref_call(reference, {"cmd": "buffers"}),
+                                              self.cand_call(candidate, {"cmd": "buffers"}))
+                    except WorkerFailure as exc:
+                        failure = exc
+                    finally:
+                        ctx.collect(candidate)
+            ctx.collect(reference)
+        self.notes["distributions"] = per_dist
+        self.notes["trials_per_distribution"] = options.trials
+        self.notes["tolerance"] = dict(vars(TOLERANCES[options.precision]))
+        self.notes["standard_tolerance"] = {"version": options.standard_tolerance,
+                                            "atol": options.standard_tolerance_value,
+                                            "rtol": options.standard_tolerance_value}
+        ctx.draft.seeds = {"init": ctx.init_seed, "correctness": seeds}
+        d1 = per_dist.get("D1", {})
+        ev.d1_complete = d1.get("trials", 0) == options.trials or d1.get("status") == "failed"
+        if failure is not None:
+            running = next((n for n, r in per_dist.items() if r.get("status") == "passed"
+                            and r["trials"] < options.trials), None)
+            if running:
+                per_dist[running]["status"] = "error"
+            ev.fail(Failure("correctness", "candidate", failure.kind, failure_dict("correctness", failure)))
+        ev.distributions = {name: r["status"] for name, r in per_dist.items()}
+        self.notes["failed_distributions"] = [n for n, r in per_dist.items() if r["status"] == "failed"]
+
+    def _setup(self, reference: Worker, candidate: Worker) -> None:
+        """Build the candidate from the same seed and pair its tensors with the reference's (``kbv.eval.params``);
+        where every tensor pairs, fresh noise on the reference's parameters goes to both (identity defaults then
+        matter), copied through the pairing."""
+        ctx, ev = self.ctx, self.ev
+        matched = self.cand_call(candidate, {"cmd": "setup", "init_seed": ctx.init_seed, "state": ctx.ref_state})
+        if matched.get("started_threads"):  # alive before any forward: work can be handed to them
+            ev.see("background_threads")
+            self.notes.setdefault("input_use", {})["started_threads"] = matched["started_threads"]
+        own = [(str(n), tuple(int(s) for s in shape), str(dtype)) for n, shape, dtype in matched.get("own", [])]
+        mapping = map_parameters(describe(ctx.ref_state), own) if own else None
+        if mapping is None:  # an old worker without "own": today's name matching
+            unmatched = {"candidate_only": matched["candidate_only"], "reference_only": matched["reference_only"]}
+            unique = not (unmatched["candidate_only"] or unmatched["reference_only"])
+        else:
+            ctx.mapping = mapping
+            unmatched = {"candidate_only": mapping.candidate_only, "reference_only": mapping.reference_only}
+            unique = mapping.unique
+            if mapping.renamed:
+                self.notes["parameter_mapping"] = mapping.renamed
+        self.notes["unmatched"] = unmatched
+        if not unique:
+            ev.see("unmatched_params")  # keep the seeded initialisation on both sides
+            self.notes["parameters_perturbed"] = []
+            self.notes["affine_defaults_exercised"] = False
+            return
+        perturbed = self.ref_call(reference, {"cmd": "perturb", "seed": secrets.randbits(63)})
+        ctx.ref_state = perturbed["state"]
+        self.cand_call(candidate, {"cmd": "load", "state": ctx.candidate_state()})
+        self.notes["parameters_perturbed"] = perturbed["perturbed"]
+
+    def _distributions(self, reference: Worker, candidate: Worker, per_dist: dict[str, dict[str, Any]],
+                       seeds: dict[str, list[int]]) -> tuple[int, dict[str, Any]] | None:
+        ctx, options, ev = self.ctx, self.options, self.ev
+        first_d1: tuple[int, dict[str, Any]] | None = None
+        for dist in DISTRIBUTIONS:
+            if dist.name in ctx.problem.skip:
+                per_dist[dist.name] = {"status": "skipped", "reason": ctx.problem.skip[dist.name], "trials": 0}
+                ev.see("skipped_distribution")
+                continue
+            result: dict[str, Any] = {"status": "passed", "trials": 0, "max_abs_error": 0.0, "max_rel_error": 0.0,
+                                      "error_ratio": 0.0, "centred_error": None}
+            per_dist[dist.name] = result
+            seeds[dist.name] = []
+            for _ in range(options.trials):
+                seed = secrets.randbits(63)
+                seeds[dist.name].append(seed)
+                msg = {"cmd": "forward", "seed": seed, "distribution": dist.name}
+                ref_out = self.ref_call(reference, msg)
+                cand_out = self.cand_call(candidate, msg | poisoned(ref_out, 0))
+                if dist.name == "D1" and first_d1 is None:
+                    first_d1 = (seed, cand_out)
+                self.check_input_use(cand_out, ref_out, dist.name)
+                judged = self.ref_call(reference, self.judge_msg(cand_out))
+                cmp = judged["comparison"]
+                result["trials"] += 1
+                for key in ("max_abs_error", "max_rel_error", "error_ratio"):
+                    result[key] = max(result[key], as_float(cmp[key]))
+                if cmp["centred_error"] is not None:
+                    result["centred_error"] = max(result["centred_error"] or 0.0, cmp["centred_error"])
+                if dist.name == "D1":
+                    ev.standard_d1.append(bool(judged["standard"]))
+                if not cmp["passed"]:
+                    result["status"] = "failed"
+                    result["reason"] = cmp["reason"]
+                    break
+        return first_d1
+
+    def _poison_trial(self, reference: Worker, candidate: Worker, per_dist: dict[str, dict[str, Any]],
+                      first_d1: tuple[int, dict[str, Any]]) -> None:
+        """The first D1 trial again, with the other poison in freed memory: the outputs must pass again and should
+        be the same bits. Failing only here means the kernel reads memory it never wrote."""
+        seed, first = first_d1
+        msg = {"cmd": "forward", "seed": seed, "distribution": "D1"}
+        ref_out = self.ref_call(reference, msg)
+        again = self.cand_call(candidate, msg | poisoned(ref_out, 1))
+        self.check_input_use(again, ref_out, "D1")
+        judged = self.ref_call(reference, self.judge_msg(again))
+        identical, max_diff = same_outputs(first, again)
+        self.notes["poison"] = {
+            "bytes": [f"0x{b:02X}" for b in POISON_BYTES], "seed": seed, "passed": bool(judged["comparison"]["passed"]),
+            "identical": identical, "max_abs_difference": max_diff}
+        if not judged["comparison"]["passed"]:
+            self.ev.see("uninitialized_read")
+            per_dist["D1"].update(status="failed", reason=f"poisoned trial (freed memory 0x{POISON_BYTES[1]:02X}): "
+                                                          + str(judged["comparison"]["reason"]))
+        elif not identical:
+            self.ev.see("nondeterministic")
+
+    def _precision_check(self, reference: Worker, first_d1: tuple[int, dict[str, Any]]) -> None:
+        """Error against float64 of the candidate's first D1 outputs and of the verified baseline's own run."""
+        seed, first = first_d1
+        reply = self.ref_call(reference, {"cmd": "precision", "seed": seed, "distribution": "D1", "candidate": first})
+        check = PRECISION_CHECK[self.options.precision]
+        result: dict[str, Any] = {"seed": seed, "factor": check.factor, "floor": check.floor, "low": False}
+        if reply.get("error"):
+            result["error"] = reply["error"]
+        outputs = reply.get("outputs", [])
+        for out in outputs:
+            ref_err, cand_err = out.get("verified_error"), out.get("candidate_error")
+            if ref_err is None or cand_err is None:
+                continue
+            out["limit"] = check.factor * max(ref_err, check.floor)
+            if cand_err > out["limit"]:
+                result["low"] = True
+        result["outputs"] = outputs
+        self.notes["precision"] = result
+        if result["low"]:
+            self.ev.see("low_precision")
+
+    def _fallback_trial(self, reference: Worker, candidate: Worker, per_dist: dict[str, dict[str, Any]]) -> None:
+        """One more D1 trial under the fallback recorder, judged like the others (a kernel that behaves differently
+        while profiled fails D1); the symbol route runs here in the parent, on the candidate's build folder."""
+        seed = secrets.randbits(63)
+        msg = {"cmd": "forward", "seed": seed, "distribution": "D1"}
+        self.ref_call(reference, msg)  # the same forward on the reference: BatchNorm buffers stay in step
+        reply = self.cand_call(candidate, msg | {"cmd": "fallback", "guard_bytes": GUARD_BYTES})
+        judged = self.ref_call(reference, self.judge_msg(reply))
+        if reply.get("guard_violations"):
+            self.ev.see("out_of_bounds_write")
+            self.ctx.note("input_use", "guard_violations", "D1 (fallback trial)", reply["guard_violations"])
+        env = candidate.spec.env or {}
+        roots = [Path(env[k]) for k in ("TORCH_EXTENSIONS_DIR", "TRITON_CACHE_DIR") if env.get(k)]
+        modules = reply.get("modules") if isinstance(reply.get("modules"), dict) else {}
+        symbols = fallback_check.extension_symbols(roots, objects=[str(p) for p in modules.values()])
+        profile = reply.get("fallback") if isinstance(reply.get("fallback"), dict) else {}
+        verdict = fallback_check.classify(profile, symbols)
+        gpu = None
+        if isinstance(reply.get("gpu_kernels"), list):  # on a GPU: device time per kernel decides when any ran
+            gpu = fallback_check.classify_gpu(reply["gpu_kernels"], fallback_check.own_kernel_names(roots))
+            if gpu["library_share_time"] is not None:
+                verdict["flags"] = gpu["flags"]
+        self.ctx.draft.fallback = {k: verdict.get(k) for k in (
+            "library_share", "library_units", "own_units", "compute_ops", "own_calls", "libraries",
+            "library_symbols", "library_backed_modules", "mixed_modules", "unattributed_objects",
+            "no_work_observed", "thresholds")} | {"seed": seed, "aten_ops": profile.get("aten_ops", {}),
+                                                  "profiled_call_passed": bool(judged["comparison"]["passed"]),
+                                                  "symbol_errors": symbols.get("errors"), "gpu": gpu,
+                                                  "decided_by": "gpu device time" if gpu and
+                                                  gpu["library_share_time"] is not None else "dispatch and symbols"}
+        self.ev.see(*verdict.get("flags", []))
+        if not judged["comparison"]["passed"]:
+            per_dist["D1"].update(status="failed", reason="profiled trial: " + str(judged["comparison"]["reason"]))
+
+    # -- rule checks on one forward -------------------------------------------------------------------------------
+
+    def check_input_use(self, cand: dict[str, Any], ref: dict[str, Any], distribution: str) -> None:
+        """Rules on how forward treats its inputs, judged against what the reference itself does: writing into an
+        input (the reference's inputs are its own; an in-place kernel corrupts a caller's) and returning an output
+        that shares storage with an input. Outputs may be right and still break these: verdict ``rejected``."""
+        self._check_threads(cand, ref, distribution)
+        self._check_strides(cand, ref, distribution)
+        mutated = sorted(set(cand.get("mutated_inputs", [])) - set(ref.get("mutated_inputs", [])))
+        ref_aliases = {tuple(a) for a in ref.get("aliased_outputs", [])}
+        aliased = [a for a in cand.get("aliased_outputs", []) if tuple(a) not in ref_aliases]
+        if mutated:
+            self.ev.see("input_mutated")
+            self.ctx.note("input_use", "mutated_inputs", distribution, mutated)
+        if aliased:
+            self.ev.see("output_aliases_input")
+            self.ctx.note("input_use", "aliased_outputs", distribution, aliased)
+        if cand.get("guard_violations"):
+            self.ev.see("out_of_bounds_write")
+            self.ctx.note("input_use", "guard_violations", distribution, cand["guard_violations"])
+
+    def _check_threads(self, cand: dict[str, Any], ref: dict[str, Any], distribution: str) -> None:
+        """Threads still alive after forward returned can carry work past the timer's end. The first trial of a
+        worker may start a library's thread pool; after that, the thread count must not grow across a call where
+        the reference's does not."""
+        self.trials_seen += 1
+        if self.trials_seen == 1:
+            return
+        c_before, c_after = (cand.get("threads") or [0, 0])[:2]
+        r_before, r_after = (ref.get("threads") or [0, 0])[:2]
+        if c_after - c_before > max(0, r_after - r_before):
+            self.ev.see("background_threads")
+            self.ctx.note("input_use", "thread_growth", distribution, [c_before, c_after])
+
+    def _check_strides(self, cand: dict[str, Any], ref: dict[str, Any], distribution: str) -> None:
+        """An output with a zero stride along a dimension longer than 1 (an expanded view: many elements, one
+        memory cell) where the reference's output has none."""
+        def degenerate(reply: dict[str, Any]) -> set[int]:
+            out = set()
+            for k, (shape, stride) in enumerate(zip(reply.get("shapes") or [], reply.get("strides") or [])):
+                if shape and stride and any(st == 0 and sz > 1 for sz, st in zip(shape, stride)):
+                    out.add(k)
+            return out
+
+        bad = sorted(degenerate(cand) - degenerate(ref))
+        if bad:
+            self.ev.see("degenerate_output")
+            self.ctx.note("input_use", "zero_stride_outputs", distribution, bad)
+
+    def _compare_buffers(self, ref_reply: dict[str, Any], cand_reply: dict[str, Any]) -> None:
+        tol = TOLERANCES[self.options.precision]
+        mismatched = []
+        cand_buffers = cand_reply.get("buffers", {})
+        names = {r: c for c, r in self.ctx.mapping.pairs.items()}
+        for name, ref in ref_reply.get("buffers", {}).items():
+            cand = cand_buffers.get(names.get(name, name))
+            if cand is None or tuple(cand.shape) != tuple(ref.shape):
+                continue
+            if cand.dtype != ref.dtype or not judge.compare_tensor(cand, ref, tol).passed:
+                mismatched.append(name)
+        if mismatched:
+            self.ev.see("buffer_mismatch")
+            self.notes["buffer_mismatch"] = mismatched

@@ -1,0 +1,62 @@
+"""Typed evidence: what the stages of one pair found, before any verdict is decided.
+
+Stages never set a verdict or a flag list. They return (or add to) an ``Evidence``: the failures of workers, the
+outcome of each correctness distribution, the standard protocol's D1 checks, and ``observed``, the named findings
+(flags from ``kbv.protocol.FLAGS``) each stage saw. ``kbv.eval.verdict.decide`` turns evidence and options into the
+verdicts and flags of the record, in one place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+STAGES = ("compile", "correctness", "performance")
+ROLES = ("candidate", "reference", "harness")
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A stage that did not finish: whose fault (``role``), how (``kind``: ``timeout``, ``died``, ``error``,
+    ``protocol``, ``build`` or ``harness``), and the record's ``error`` entry."""
+
+    stage: str
+    role: str
+    kind: str
+    error: dict[str, Any]
+
+    def __post_init__(self) -> None:
+        if self.stage not in STAGES or self.role not in ROLES:
+            raise ValueError(f"bad failure: stage {self.stage!r}, role {self.role!r}")
+
+
+@dataclass
+class Evidence:
+    """Everything the verdict rules read. ``distributions`` maps a distribution's name to ``passed``, ``failed``,
+    ``skipped`` or ``error``; ``standard_d1`` holds KernelBench's check of each D1 trial, ``d1_complete`` whether
+    all D1 trials ran; ``timed_for`` names the protocols whose verdict needed the performance stage (``verified``,
+    ``standard``: ``kbv.eval.verdict.should_time``)."""
+
+    compiled: bool = False
+    problem_failed: bool = False  # the problem itself did not load in the compile worker
+    failures: list[Failure] = field(default_factory=list)
+    distributions: dict[str, str] = field(default_factory=dict)
+    standard_d1: list[bool] = field(default_factory=list)
+    d1_complete: bool = False
+    observed: set[str] = field(default_factory=set)
+    timed_for: tuple[str, ...] = ()
+    timing_truncated: bool = False
+
+    def see(self, *flags: str) -> None:
+        """Record findings (flag names)."""
+        self.observed.update(flags)
+
+    def fail(self, failure: Failure) -> None:
+        self.failures.append(failure)
+
+    def failure_in(self, stage: str, role: str | None = None) -> Failure | None:
+        return next((f for f in self.failures if f.stage == stage and (role is None or f.role == role)), None)
+
+    @property
+    def correctness_failed(self) -> bool:
+        return any(status == "failed" for status in self.distributions.values())

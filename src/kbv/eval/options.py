@@ -1,0 +1,83 @@
+"""How to evaluate: ``EvalOptions``, validated before anything runs."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kbv.files import cache_dir
+from kbv.problems import Problem, resolve_profile
+from kbv.protocol import DEFAULT_SPEEDUP_BOUND, PROTOCOLS, STANDARD_TOLERANCES, TOLERANCES
+
+DEVICES = ("auto", "cpu", "cuda")
+
+
+class OptionsError(ValueError):
+    """An option that cannot work, found before anything runs (the CLI shows it as a one-line error)."""
+
+
+@dataclass
+class EvalOptions:
+    """How to evaluate. ``profile='auto'`` uses the problems' ``small`` size profile on the CPU and their default
+    sizes on a GPU; ``None`` or ``'default'`` always uses the default sizes."""
+
+    device: str = "auto"
+    protocol: str = "both"
+    precision: str = "fp32"
+    timeout: float = 180.0
+    build_timeout: float = 600.0
+    trials: int = 3
+    profile: str | None = "auto"
+    cache_dir: Path = field(default_factory=cache_dir)
+    timing_pairs: int | None = None  # fresh process pairs for timing (default: kbv.protocol.TIMING_RULES)
+    speedup_bound: float = DEFAULT_SPEEDUP_BOUND  # speedups above this are flagged speedup_above_bound
+    sandbox: str = field(default_factory=lambda: os.environ.get("KBV_SANDBOX", "auto"))  # auto (when root) | off
+    require_custom_kernels: bool = False  # fallback / partial_fallback make a correct kernel "rejected"
+    strict_precision: bool = False  # low_precision makes a correct kernel "rejected"
+    standard_tolerance: str = "v0"  # KernelBench's standard check: v0 (1e-2) or current (1e-4 fp32, 1e-2 bf16)
+    protect: list[str] = field(default_factory=list)  # folders candidate workers see read-only (the results folder)
+    reuse_reference_timing: bool = False  # opt in: reuse cached reference times (short re-measure, not interleaved)
+    threads: int | None = None  # torch threads in workers; default 1 on the CPU (timings immune to other load)
+    build_jobs: int | None = None
+    keep_scratch: bool = False
+
+    def resolved_profile(self, device: str, problem: Problem) -> str | None:
+        return resolve_profile(self.profile, device, problem)
+
+    def resolved_threads(self, device: str) -> int | None:
+        return self.threads if self.threads is not None else (1 if device == "cpu" else None)
+
+    @property
+    def baselines(self) -> tuple[str, ...]:
+        return tuple(PROTOCOLS[self.protocol])
+
+    @property
+    def standard_tolerance_value(self) -> float:
+        return STANDARD_TOLERANCES[self.standard_tolerance][self.precision]
+
+    def validate(self) -> None:
+        """Raise ``OptionsError`` naming the first option that cannot work."""
+        if self.device not in DEVICES and not str(self.device).startswith("cuda:"):
+            raise OptionsError(f"--device must be one of {', '.join(DEVICES)} (got {self.device!r})")
+        if self.protocol not in PROTOCOLS:
+            raise OptionsError(f"--protocol must be one of {', '.join(sorted(PROTOCOLS))} (got {self.protocol!r})")
+        if self.precision not in TOLERANCES:
+            raise OptionsError(f"--precision must be one of {', '.join(sorted(TOLERANCES))} (got {self.precision!r})")
+        if self.standard_tolerance not in STANDARD_TOLERANCES:
+            raise OptionsError(f"--standard-tolerance must be one of {', '.join(STANDARD_TOLERANCES)} "
+                               f"(got {self.standard_tolerance!r})")
+        if not isinstance(self.trials, int) or self.trials < 1:
+            raise OptionsError(f"--trials must be at least 1 (got {self.trials!r})")
+        if not self.timeout > 0:
+            raise OptionsError(f"--timeout must be a positive number of seconds (got {self.timeout!r})")
+        if not self.build_timeout > 0:
+            raise OptionsError(f"--build-timeout must be a positive number of seconds (got {self.build_timeout!r})")
+        if self.timing_pairs is not None and (not isinstance(self.timing_pairs, int) or self.timing_pairs < 1):
+            raise OptionsError(f"--timing-pairs must be at least 1 (got {self.timing_pairs!r})")
+        if not self.speedup_bound > 0:
+            raise OptionsError(f"--speedup-bound must be positive (got {self.speedup_bound!r})")
+        if self.sandbox not in ("auto", "off"):
+            raise OptionsError(f"KBV_SANDBOX / sandbox must be 'auto' or 'off' (got {self.sandbox!r})")
+        if self.profile is not None and not isinstance(self.profile, str):
+            raise OptionsError(f"--profile must be a name (got {self.profile!r})")

@@ -1,0 +1,226 @@
+"""One (problem, candidate) pair through the stages: compile -> correctness -> performance (with memory).
+
+This is the trusted side. Each stage runs its candidate in a fresh worker process (``kbv.sandbox``); the reference
+runs in other fresh workers that never import the candidate. Workers send raw data; the stages
+(``kbv.eval.correctness``, ``kbv.eval.performance``) turn it into evidence, ``kbv.eval.verdict.decide`` turns the
+evidence into the verdicts and flags, and the record is built once from that decision.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from kbv import envinfo
+from kbv.eval import verdict as rules_
+from kbv.eval.context import PairContext, ReferenceFailed, failure_dict
+from kbv.eval.correctness import CorrectnessStage
+from kbv.eval.evidence import Failure
+from kbv.eval.options import EvalOptions
+from kbv.eval.performance import PerformanceStage, roofline_section
+from kbv.eval.workspace import candidate_spec
+from kbv.files import cache_dir as default_cache_dir
+from kbv.problems import Problem
+from kbv.problems.candidates import Candidate
+from kbv.protocol import BASELINES
+from kbv.records import Record
+from kbv.sandbox import plan as sandbox_plan
+from kbv.sandbox.launch import Worker, WorkerFailure
+
+__all__ = ["CompileResult", "EvalOptions", "PairEvaluation", "compile_candidate", "default_cache_dir", "evaluate",
+           "evaluate_shapes"]
+
+
+@dataclass
+class CompileResult:
+    """The compile stage's outcome for one candidate file (shared by every pair that uses the file)."""
+
+    ok: bool
+    failure: Failure | None = None
+    seconds: float = 0.0
+    problem_failed: bool = False  # the problem module itself did not load: not the candidate's fault
+
+    @property
+    def verdict(self) -> str:
+        """What the compile stage alone says (``kbv.eval.verdict`` rule 1), for progress displays."""
+        if self.ok:
+            return ""
+        if self.problem_failed:
+            return "runtime_error"
+        return "timeout" if self.failure and self.failure.kind == "timeout" else "compile_error"
+
+    @property
+    def error(self) -> dict[str, Any] | None:
+        return self.failure.error if self.failure else None
+
+
+def rules_of(options: EvalOptions) -> rules_.Rules:
+    return rules_.Rules(baselines=options.baselines, require_custom_kernels=options.require_custom_kernels,
+                        strict_precision=options.strict_precision)
+
+
+class PairEvaluation:
+    """Runs the stages for one pair on one device and builds its ``Record``."""
+
+    def __init__(self, problem: Problem, candidate: Candidate, options: EvalOptions, device: str,
+                 gpu: int | None = None, candidate_label: str | None = None, shape: dict[str, Any] | None = None):
+        self.ctx = PairContext(problem, candidate, options, device, gpu, shape)
+        self.candidate_label = candidate_label
+
+    def run(self, compiled: CompileResult | None = None) -> Record:
+        ctx = self.ctx
+        ev, draft, options = ctx.evidence, ctx.draft, ctx.options
+        rules = rules_of(options)
+        start = time.monotonic()
+        draft.env = self._env()
+        try:
+            draft.stage = "compile"
+            compiled = compiled or compile_candidate(ctx.problem, ctx.candidate, options, ctx.device, ctx.gpu)
+            draft.wall_seconds["compile"] = round(compiled.seconds, 3)
+            ev.compiled, ev.problem_failed = compiled.ok, compiled.problem_failed
+            if compiled.failure is not None:
+                ev.fail(compiled.failure)
+            if compiled.ok:
+                draft.stage = "correctness"
+                t0 = time.monotonic()
+                CorrectnessStage(ctx).run()
+                draft.wall_seconds["correctness"] = round(time.monotonic() - t0, 3)
+                ev.timed_for = rules_.should_time(ev, rules)
+                if ev.timed_for:
+                    draft.stage = "performance"
+                    t0 = time.monotonic()
+                    PerformanceStage(ctx).run()
+                    draft.wall_seconds["performance"] = round(time.monotonic() - t0, 3)
+                    roofline_section(ctx)
+                self._integrity()
+        except ReferenceFailed as exc:
+            ev.fail(exc.failure)
+        except Exception as exc:  # a fault of kbv's own: record it rather than lose the run
+            ev.fail(Failure(draft.stage if draft.stage in ("compile", "correctness", "performance") else "compile",
+                            "harness", "harness", {"stage": draft.stage, "kind": "harness",
+                                                   "message": f"{type(exc).__name__}: {exc}",
+                                                   "traceback": traceback.format_exc()[-3000:]}))
+        finally:
+            draft.wall_seconds["total"] = round(time.monotonic() - start, 3)
+            if not options.keep_scratch:
+                shutil.rmtree(ctx.scratch, ignore_errors=True)
+        decision = rules_.decide(ev, rules)
+        if decision.error is None and ev.compiled:
+            draft.stage = "done"
+        return self._record(decision)
+
+    def _record(self, decision: rules_.Decision) -> Record:
+        ctx, draft = self.ctx, self.ctx.draft
+        p, c = ctx.problem, ctx.candidate
+        return Record(
+            problem=p.key, level=p.level, problem_id=p.problem_id, problem_sha256=p.source_sha256,
+            candidate=self.candidate_label or str(c.path), candidate_sha256=c.sha256, sample=c.sample,
+            verdict=decision.verdict, standard_verdict=decision.standard_verdict, flags=decision.flags,
+            error=decision.error, stage=draft.stage, correctness=draft.correctness, timing_ms=draft.timing_ms,
+            speedup=draft.speedup, memory_bytes=draft.memory_bytes, seeds=draft.seeds, shapes=draft.shapes,
+            env=draft.env, wall_seconds=draft.wall_seconds, integrity=draft.integrity, roofline=draft.roofline,
+            fallback=draft.fallback,
+        )
+
+    def _integrity(self) -> None:
+        """A candidate worker whose environment changed (beyond what a reference worker shows) broke a rule."""
+        ctx = self.ctx
+        changed = sorted(ctx.tamper["candidate"] - ctx.tamper["reference"])
+        if ctx.tamper["reference"]:
+            ctx.draft.integrity["reference_changes"] = sorted(ctx.tamper["reference"])
+        if changed:
+            ctx.draft.integrity["tamper"] = changed
+            ctx.evidence.see("tamper")
+
+    def _env(self) -> dict[str, Any]:
+        ctx = self.ctx
+        env: dict[str, Any] = envinfo.software()
+        env["device_kind"] = ctx.device
+        if ctx.device == "cuda":
+            env["device"] = envinfo.gpu_identity(ctx.gpu) | {"index": ctx.gpu}
+        env["precision"] = ctx.options.precision
+        env["profile"] = ctx.profile
+        env["protocol"] = ctx.options.protocol
+        env["standard_tolerance"] = {"version": ctx.options.standard_tolerance,
+                                     "tolerance": ctx.options.standard_tolerance_value}
+        env["baselines"] = {b: dict(vars(BASELINES[b])) for b in ctx.options.baselines}
+        sandbox = sandbox_plan.plan(ctx.options.sandbox, ctx.device)
+        ids = sandbox.get("ids")
+        env["isolation"] = {
+            "process": "fresh process per stage and role (fork server), own session and process group, private "
+                       "working and temporary folder",
+            "requested": ", ".join([*(name for key, name in (("network", "network namespace"),
+                                                              ("pid", "PID namespace"),
+                                                              ("read_only", "read-only kbv and results"))
+                                       if sandbox.get(key)), f"user {ids[2]}" if ids else "root user"])
+            if sandbox["requested"] else "none",
+            "reason": sandbox.get("reason", ""),
+        }
+        return env
+
+
+def compile_candidate(problem: Problem, candidate: Candidate, options: EvalOptions, device: str,
+                      gpu: int | None = None) -> CompileResult:
+    """The compile stage: import the candidate in a fresh worker (extension builds happen at import)."""
+    scratch = Path(tempfile.mkdtemp(prefix="kbv-build-"))
+    spec = candidate_spec(problem, candidate, options, device, gpu, scratch, "compile")
+    t0 = time.monotonic()
+    deadline = t0 + options.build_timeout
+    try:
+        try:
+            worker = Worker(spec, deadline)  # loads the problem, before any candidate code
+        except WorkerFailure as failure:
+            return CompileResult(ok=False, problem_failed=True, seconds=time.monotonic() - t0,
+                                 failure=Failure("compile", "reference", failure.kind,
+                                                 failure_dict("compile", failure) | {"reference": True}))
+        with worker:
+            worker.call({"cmd": "import"}, deadline)
+        return CompileResult(ok=True, seconds=time.monotonic() - t0)
+    except WorkerFailure as failure:
+        kind = "timeout" if failure.kind == "timeout" else "build"
+        return CompileResult(ok=False, failure=Failure("compile", "candidate", kind, failure_dict("compile", failure)),
+                             seconds=time.monotonic() - t0)
+    finally:
+        if not options.keep_scratch:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def evaluate(problem: Problem | str | Path, candidate: Candidate | str | Path, options: EvalOptions | None = None,
+             *, gpu: int | None = None, compiled: CompileResult | None = None,
+             on_stage: Callable[[str], None] | None = None) -> Record:
+    """Evaluate one candidate against one problem and return its record (the library entry point)."""
+    from kbv.problems import load_problem
+
+    options = options or EvalOptions()
+    options.validate()
+    device = envinfo.resolve_device(options.device)
+    if device == "cuda" and gpu is None:
+        gpu = envinfo.gpu_indices()[0]
+    problem = problem if isinstance(problem, Problem) else load_problem(problem)
+    candidate = candidate if isinstance(candidate, Candidate) else Candidate.from_path(candidate)
+    return evaluate_shapes(problem, candidate, options, device, gpu, compiled)
+
+
+def evaluate_shapes(problem: Problem, candidate: Candidate, options: EvalOptions, device: str, gpu: int | None,
+                    compiled: CompileResult | None = None, candidate_label: str | None = None) -> Record:
+    """Every shape of the problem (one for most), compiled once; a multi-shape problem's record merges the
+    per-shape records (``kbv.eval.shapes.merge``): correct only if correct on every shape, held-out ones included."""
+    from kbv.eval import shapes
+
+    plan = problem.shape_overrides()
+    if len(plan) == 1 and plan[0][1] is None:
+        return PairEvaluation(problem, candidate, options, device, gpu, candidate_label).run(compiled)
+    if compiled is None:
+        compiled = compile_candidate(problem, candidate, options, device, gpu)
+    records = []
+    for index, overrides, held_out in plan:
+        record = PairEvaluation(problem, candidate, options, device, gpu, candidate_label, overrides).run(compiled)
+        records.append((index, overrides, held_out, record))
+        if not compiled.ok:
+            break  # every shape would repeat the compile failure
+    return shapes.merge(records)

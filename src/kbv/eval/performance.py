@@ -1,0 +1,338 @@
+"""The performance stage of one pair: reference and candidate timed in fresh process pairs under both baselines,
+memory, the timed-output re-check, the parent's burst clock check, and the roofline section.
+
+Reference and candidate alternate in ABBA rounds within each pair so both see the same clocks, temperature and
+neighbours; processes running identical code differ by up to ~20 % on a GPU (docs/results), so the speedup is the
+geometric mean over pairs and its interval comes from the spread between pairs as well as within them. A
+candidate far slower than the reference is timed once with few trials (``timing_truncated``). Findings go to
+``ctx.evidence``; figures to the record's sections (``ctx.draft``). No verdict is decided here.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+import statistics
+import time
+from typing import Any
+
+from kbv import envinfo, stats
+from kbv.eval.context import PairContext, ReferenceFailed, failure_dict
+from kbv.eval.correctness import as_float
+from kbv.eval.evidence import Failure
+from kbv.eval.refcache import ReferenceTimingCache, cache_key
+from kbv.protocol import (
+    BURST_DEVICE_BOUND, BURST_MAX_CALLS, BURST_MAX_WALL_SPEEDUP, BURST_MIN_CLAIM, BURST_TARGET_MS,
+    DEVICE_IN_USE_SLACK_BYTES, MEMORY_SLACK_BYTES, REFERENCE_REMEASURE_TRIALS, TIMING_ROUNDS, TIMING_RULES,
+    TIMING_TRUNCATE_FACTOR,
+)
+from kbv.sandbox.launch import Worker, WorkerFailure
+
+Samples = dict[str, dict[str, list[list[float]]]]  # samples[role][baseline]: one list of trial times per pair
+
+
+def timing_summary(groups: list[list[float]]) -> dict[str, Any]:
+    """Statistics of all trials pooled, plus each process's median (their spread is the between-process part)."""
+    pooled = [t for g in groups for t in g]
+    return stats.summarize(pooled) | {"process_medians": [stats.summarize(g)["median"] for g in groups if g],
+                                      "rounds": TIMING_ROUNDS}
+
+
+class PerformanceStage:
+    def __init__(self, ctx: PairContext):
+        self.ctx = ctx
+        self.options = ctx.options
+        self.ev = ctx.evidence
+        self.draft = ctx.draft
+        self.baselines = list(ctx.options.baselines)
+        self.truncated = False  # the candidate was far slower: timed once, with few trials
+
+    # -- workers --------------------------------------------------------------------------------------------------
+
+    def _worker(self, role: str, deadline: float) -> Worker:
+        """A fresh worker for timing, with the reference's initial state loaded (the reference loads it too, so
+        both processes allocate alike)."""
+        state = self.ctx.ref_state if role == "reference" else self.ctx.candidate_state()
+        try:
+            worker = Worker(self.ctx.spec(role, "performance"), deadline)
+            worker.call({"cmd": "setup", "init_seed": self.ctx.init_seed, "state": state}, deadline)
+            return worker
+        except WorkerFailure as failure:
+            if role == "reference":
+                raise ReferenceFailed(failure, "performance") from None
+            raise
+
+    @staticmethod
+    def _call(worker: Worker, role: str, msg: dict[str, Any], deadline: float) -> dict[str, Any]:
+        try:
+            return worker.call(msg, deadline)
+        except WorkerFailure as failure:
+            if role == "reference":
+                raise ReferenceFailed(failure, "performance") from None
+            raise
+
+    # -- the stage ------------------------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        ctx, options, draft = self.ctx, self.options, self.draft
+        baselines = self.baselines
+        rule = TIMING_RULES[ctx.device]
+        n_pairs = options.timing_pairs or rule.process_pairs
+        seed = secrets.randbits(63)
+        draft.seeds["timing"] = seed
+        clocks_start = envinfo.gpu_clocks(ctx.gpu) if ctx.device == "cuda" else {}
+        cached = self._cached_reference(baselines)
+        deadline = time.monotonic() + options.timeout
+        roles = ("reference", "candidate")
+        samples: Samples = {r: {b: [] for b in baselines} for r in roles}
+        warmups: dict[str, dict[str, int]] = {r: {} for r in roles}
+        flags: dict[str, Any] = {}
+        memory_peaks: dict[str, Any] = {}
+        wall: dict[str, list[float]] = {}
+        share = 1.0 / (TIMING_ROUNDS * n_pairs)
+        try:
+            for pair_index in range(n_pairs):
+                # Memory once, in the first pair, each worker measured while the other is idle (or not yet
+                # started): device memory in use is counted for the whole GPU.
+                with self._worker("reference", deadline) as reference:
+                    if pair_index == 0:
+                        memory_peaks["reference"] = self._call(reference, "reference",
+                                                               {"cmd": "memory", "seed": seed}, deadline)["memory"]
+                    with self._worker("candidate", deadline) as candidate:
+                        if pair_index == 0:
+                            memory_peaks["candidate"] = self._call(candidate, "candidate",
+                                                                   {"cmd": "memory", "seed": seed}, deadline)["memory"]
+                        self._time_pair(reference, candidate, pair_index, cached, seed, share, deadline,
+                                        samples, warmups, flags, wall)
+                if self.truncated:
+                    break
+        except WorkerFailure as failure:
+            self.ev.fail(Failure("performance", "candidate", failure.kind, failure_dict("performance", failure)))
+            return
+        self.ev.timing_truncated = self.truncated
+        clocks_end = envinfo.gpu_clocks(ctx.gpu) if ctx.device == "cuda" else {}
+        speedups: dict[str, Any] = {}
+        for baseline in ("standard", "verified"):
+            if baseline not in baselines:
+                draft.timing_ms[f"candidate_{baseline}"] = draft.timing_ms[f"reference_{baseline}"] = None
+                speedups[baseline] = None
+                continue
+            cand_groups = [g for g in samples["candidate"][baseline] if g]
+            ref_groups = [g for g in samples["reference"][baseline] if g]
+            draft.timing_ms[f"candidate_{baseline}"] = timing_summary(cand_groups) | {
+                "warmup": warmups["candidate"][baseline], "truncated": self.truncated}
+            ref_summary = timing_summary(ref_groups) | {"warmup": warmups["reference"][baseline], "cached": False}
+            if cached:
+                remeasured = ref_summary["median"]
+                ref_summary = dict(cached[baseline]["summary"]) | {"cached": True, "remeasure_median": remeasured}
+                ref_summary["drift"] = remeasured / ref_summary["median"] - 1.0
+                ref_groups = [cached[baseline]["times_ms"]] * len(cand_groups)
+                self.ev.see("reference_timing_cached")
+            elif options.reuse_reference_timing and not self.truncated:
+                pooled = [t for g in ref_groups for t in g]
+                self._cache().put(self._cache_key(baseline), {"times_ms": pooled, "summary": ref_summary})
+            draft.timing_ms[f"reference_{baseline}"] = ref_summary
+            if self.truncated:
+                fastest = min(t for g in cand_groups for t in g)
+                speedups[baseline] = {"value": ref_summary["median"] / fastest if fastest > 0 else None,
+                                      "ci_low": None, "ci_high": None, "confidence": None, "pairs": len(cand_groups),
+                                      "bound": "upper"}
+            else:
+                speedups[baseline] = stats.speedup_over_pairs(ref_groups, cand_groups, seed=seed % 2**32)
+        draft.timing_ms["gpu_clocks"] = {"start": clocks_start, "end": clocks_end} if ctx.device == "cuda" else None
+        draft.speedup = speedups
+        above = {b: s["value"] for b, s in speedups.items()
+                 if s and s.get("value") and s["value"] > options.speedup_bound}
+        if above:
+            self.ev.see("speedup_above_bound")
+            draft.integrity["speedup_above_bound"] = {"bound": options.speedup_bound, **above}
+        draft.env["baseline_flags"] = flags
+        cand_peak = memory_peaks["candidate"].get("peak_bytes")
+        ref_peak = memory_peaks["reference"].get("peak_bytes")
+        draft.memory_bytes = {"candidate_peak": cand_peak, "reference_peak": ref_peak,
+                              "method": memory_peaks["candidate"].get("method"),
+                              "candidate_device_in_use": memory_peaks["candidate"].get("device_in_use_delta"),
+                              "reference_device_in_use": memory_peaks["reference"].get("device_in_use_delta")}
+        draft.timing_ms["wall_per_call"] = {role: totals[0] / totals[1] for role, totals in wall.items() if totals[1]}
+        if cand_peak is not None and ref_peak is not None and cand_peak > ref_peak + MEMORY_SLACK_BYTES[ctx.device]:
+            self.ev.see("memory_above_reference")
+        cand_held, ref_held = draft.memory_bytes["candidate_device_in_use"], draft.memory_bytes["reference_device_in_use"]
+        if cand_held is not None and ref_held is not None and cand_held > ref_held + DEVICE_IN_USE_SLACK_BYTES:
+            self.ev.see("memory_above_reference")
+
+    def _time_pair(self, reference: Worker, candidate: Worker, pair_index: int, cached: dict[str, Any], seed: int,
+                   share: float, deadline: float, samples: Samples, warmups: dict[str, dict[str, int]],
+                   flags: dict[str, Any], wall: dict[str, list[float]]) -> None:
+        """One process pair: reference and candidate alternate in ABBA rounds, then the timed-output re-check. The
+        evaluator's own clock runs around every timing call (``wall``: [ms, calls, reported ms] per role); the
+        candidate's trials are capped at ``TIMING_TRUNCATE_FACTOR`` times the reference's in the same round."""
+        baselines = self.baselines
+        workers = {"reference": reference, "candidate": candidate}
+        roles = ("reference", "candidate")
+        kept: dict[str, Any] | None = None  # one timed call's output, taken inside the timer's loop
+        ref_round_ms: dict[str, float] = {}
+        try:
+            for role in roles:
+                for b in baselines:
+                    samples[role][b].append([])
+            for round_index in range(TIMING_ROUNDS):
+                order = roles if round_index % 2 == 0 else roles[::-1]
+                for role in order:
+                    msg: dict[str, Any] = {"cmd": "time", "seed": seed, "baselines": baselines, "share": share,
+                                           "keep_output": role == "candidate"}
+                    if role == "reference" and cached:
+                        if round_index or pair_index:
+                            continue  # cached: one short re-measure only
+                        msg |= {"share": 1.0, "max_trials": REFERENCE_REMEASURE_TRIALS}
+                    if role == "candidate" and ref_round_ms:
+                        msg["cap_ms"] = {b: TIMING_TRUNCATE_FACTOR * ms for b, ms in ref_round_ms.items()}
+                    t0 = time.monotonic()
+                    reply = self._call(workers[role], role, msg, deadline)
+                    elapsed_ms = (time.monotonic() - t0) * 1e3
+                    flags[role] = reply["flags"]
+                    if "kept" in reply:
+                        kept = reply["kept"]
+                    calls, reported = 0, 0.0
+                    for b in baselines:
+                        timing = reply["timing"][b]
+                        times = [as_float(t) for t in timing["times_ms"]]
+                        samples[role][b][-1].extend(times)
+                        warmups[role].setdefault(b, timing["warmup"])
+                        self.draft.timing_ms["flush_bytes"] = timing["flush_bytes"]
+                        calls += 3 + int(timing["warmup"]) + len(times)
+                        reported += sum(times)
+                        if role == "reference":
+                            ref_round_ms[b] = max(ref_round_ms.get(b, 0.0), sum(times))
+                        elif timing.get("truncated"):
+                            self.truncated = True
+                    totals = wall.setdefault(role, [0.0, 0, 0.0])
+                    totals[0] += elapsed_ms
+                    totals[1] += calls
+                    totals[2] += reported
+                    if reported > elapsed_ms:
+                        self.ev.see("timer_inconsistent")
+                        self.draft.integrity.setdefault("timer_inconsistent", []).append(
+                            {"role": role, "reported_ms": reported, "wall_ms": elapsed_ms})
+                if self.truncated:
+                    break
+            if kept is not None:
+                self._judge_timed_output(reference, kept, seed, deadline)
+            if pair_index == 0 and not self.truncated:
+                self._burst_check(reference, candidate, seed, samples, deadline)
+        finally:
+            self.ctx.collect(reference)
+            self.ctx.collect(candidate)
+
+    def _judge_timed_output(self, reference: Worker, kept: dict[str, Any], seed: int, deadline: float) -> None:
+        """The output of one timed call (picked at random inside the timer's loop and copied at once) judged like a
+        correctness trial against the reference on the same inputs, redrawn from the call's offset. Every timed
+        call reads fresh contents in the same buffers, so a kernel that caches or defers outputs across calls, or
+        that does less while it is being timed, answers wrong here; one whose output changes after the call
+        returned (work finished later by a thread or queue) is flagged as deferred."""
+        offset = int(kept["offset"])
+        self._call(reference, "reference", {"cmd": "forward", "seed": seed, "timing_offset": offset,
+                                            "distribution": "D1"}, deadline)
+        candidate_out = {"structure": kept["structure"], "outputs": kept["outputs"]}
+        judged = self._call(reference, "reference", {"cmd": "judge", "candidate": candidate_out,
+                                                     "precision": self.options.precision}, deadline)
+        comparison = judged["comparison"]
+        checks = self.draft.correctness.setdefault("timed_rechecks", [])
+        checks.append({"offset": offset, "passed": bool(comparison["passed"]), "reason": comparison.get("reason", ""),
+                       "changed_after_return": list(kept.get("changed_after_return", []))})
+        if kept.get("changed_after_return"):
+            self.ev.see("deferred_output")
+        if not comparison["passed"]:
+            self.ev.see("timed_output_mismatch")
+
+    def _burst_check(self, reference: Worker, candidate: Worker, seed: int, samples: Samples,
+                     deadline: float) -> None:
+        """The one check of the worker's timer against the parent's own clock, on back-to-back calls. Each role runs
+        a long and a short burst (``timer.burst``: no events, no flush); the difference over the difference in calls
+        is the wall time per call, free of messaging and per-call harness overhead (input loading, which differs
+        between kernels with different host work). Where the reference's wall time per call is its timed work (it
+        is not bound by launch overhead), a candidate whose timer claims a clear speedup should show some of it
+        here; one that shows none had its time taken off the timer (events re-recorded, a timer's locals
+        rewritten) or pays it outside the kernel (host overhead): flag ``wall_clock_mismatch``."""
+        baseline = self.baselines[-1]
+        medians = {role: statistics.median([t for g in samples[role][baseline] for t in g] or [float("nan")])
+                   for role in ("reference", "candidate")}
+        ref_ms = medians["reference"]
+        if not (ref_ms > 0):  # a cached reference timing: no samples in this pair
+            return
+        wall: dict[str, float] = {}
+        counts: dict[str, int] = {}
+        for role, worker in (("reference", reference), ("candidate", candidate)):
+            # about BURST_TARGET_MS by the role's own timed median (a slow kernel gets few calls; one whose timer
+            # claims too little gets many, up to BURST_MAX_CALLS)
+            own = medians[role] if medians[role] > 0 else ref_ms
+            calls = counts[role] = int(min(BURST_MAX_CALLS, max(10, math.ceil(BURST_TARGET_MS / own))))
+            short = max(1, calls // 10)
+            elapsed = []
+            for n in (short, calls):
+                t0 = time.perf_counter()
+                self._call(worker, role, {"cmd": "burst", "seed": seed, "baseline": baseline, "calls": n}, deadline)
+                elapsed.append((time.perf_counter() - t0) * 1e3)
+            wall[role] = max(elapsed[1] - elapsed[0], 1e-6) / (calls - short)
+        claimed = ref_ms / medians["candidate"] if medians["candidate"] > 0 else math.inf
+        wall_speedup = wall["reference"] / wall["candidate"]
+        device_bound = wall["reference"] <= BURST_DEVICE_BOUND * ref_ms
+        self.draft.timing_ms["burst"] = {"baseline": baseline, "calls": counts, "wall_per_call": wall,
+                                         "timed_median": medians, "claimed_speedup": claimed,
+                                         "wall_speedup": wall_speedup, "reference_device_bound": device_bound}
+        if burst_mismatch(claimed, wall_speedup, device_bound):
+            self.ev.see("wall_clock_mismatch")
+            self.draft.integrity["wall_clock_burst"] = {"claimed_speedup": claimed, "wall_speedup": wall_speedup}
+
+    # -- the reference-timing cache (opt-in; off by default) ------------------------------------------------------
+
+    def _cache(self) -> ReferenceTimingCache:
+        return ReferenceTimingCache(self.options.cache_dir)
+
+    def _cache_key(self, baseline: str) -> str:
+        ctx = self.ctx
+        identity = envinfo.gpu_identity(ctx.gpu) if ctx.device == "cuda" else {}
+        return cache_key(ctx.problem.source_sha256, self.draft.shapes, self.options.precision, baseline,
+                         ctx.device, identity.get("name", ctx.device), identity.get("driver", ""))
+
+    def _cached_reference(self, baselines: list[str]) -> dict[str, Any]:
+        """Cached reference timings for every baseline, or {} (then the reference is timed live, interleaved)."""
+        if not self.options.reuse_reference_timing:
+            return {}
+        entries = {b: self._cache().get(self._cache_key(b)) for b in baselines}
+        return entries if all(entries.values()) else {}
+
+
+def burst_mismatch(claimed: float, wall_speedup: float, reference_device_bound: bool) -> bool:
+    """The clock cross-check's rule: a claimed speedup of ``BURST_MIN_CLAIM`` or more that the parent's clock on
+    back-to-back calls shows as at most ``BURST_MAX_WALL_SPEEDUP``, where the reference is device-bound."""
+    return reference_device_bound and claimed >= BURST_MIN_CLAIM and wall_speedup <= BURST_MAX_WALL_SPEEDUP
+
+
+def roofline_section(ctx: PairContext) -> None:
+    """The problem's roofline bound at the timed sizes and the attainment of each timed median (``roofline``).
+
+    Counted once per (problem source, profile, precision) in a fresh process on the meta device (the parent never
+    imports problem code) and cached under the cache folder; the ceilings are the device's measured ones (``kbv
+    calibrate``) where saved, else its datasheet's, and the section says which."""
+    from kbv import roofline
+    from kbv.roofline import hardware
+
+    draft = ctx.draft
+    try:
+        name = (draft.env.get("device") or {}).get("name") if ctx.device == "cuda" else "cpu"
+        ceilings = hardware.ceilings_for(name or "unknown", ctx.options.cache_dir)
+        counts = roofline.counts_cached(ctx.problem.path, ctx.profile, ctx.options.precision, ctx.options.cache_dir,
+                                        shape=ctx.shape)
+        roof = roofline.Roofline(counts, ceilings)
+    except Exception as exc:  # no ceilings for this device, or a problem that cannot be counted: no section
+        draft.roofline = {"error": f"{type(exc).__name__}: {exc}"}
+        return
+    if counts.profile != ctx.profile:  # counted at another size (a CPU fallback): the bound is not this one
+        draft.roofline = {"error": f"counted at profile {counts.profile!r}, timed at {ctx.profile!r}",
+                          "counted": roof.to_json()["counted"]}
+        return
+    draft.roofline = roof.record_section(draft.timing_ms)
+    # Flag only on a GPU: kbv's CPU runs use the small profile, whose data stays in the CPU's caches, and the CPU's
+    # ceilings are a placeholder unless calibrated, so S > 1 there is not a sign of skipped work.
+    if draft.roofline["above_roofline"] and ctx.device == "cuda":
+        ctx.evidence.see("above_roofline")

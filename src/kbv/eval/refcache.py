@@ -1,0 +1,44 @@
+"""Cache of reference timings, keyed by everything that can change them.
+
+The key covers the problem's source hash, its shapes, the precision, the baseline, the device name, the driver,
+torch's version and the timing rule. A cached value is never used blind: the pipeline always re-measures briefly and
+records the drift beside the cached median.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from kbv.files import write_atomic
+from kbv.protocol import TIMING_RULES
+
+
+def cache_key(problem_sha256: str, shapes: dict[str, Any], precision: str, baseline: str, device_kind: str,
+              device_name: str, driver: str) -> str:
+    material = {
+        "problem": problem_sha256, "shapes": shapes, "precision": precision, "baseline": baseline,
+        "device": device_name, "driver": driver, "torch": torch.__version__,
+        "rule": asdict(TIMING_RULES[device_kind]),
+    }
+    return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
+
+
+class ReferenceTimingCache:
+    def __init__(self, root: Path):
+        self.root = root / "reference-timing"
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        path = self.root / f"{key}.json"
+        try:
+            return json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+
+    def put(self, key: str, value: dict[str, Any]) -> None:
+        write_atomic(self.root / f"{key}.json", json.dumps(value))

@@ -1,0 +1,104 @@
+"""Workspaces of one pair's workers: build folders, environments and the ``WorkerSpec`` of each role and stage
+(the candidate's files copied into a private folder handed to the sandbox user when there is one)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from kbv import envinfo
+from kbv.eval.options import EvalOptions
+from kbv.problems import Problem
+from kbv.problems.candidates import Candidate
+from kbv.sandbox import plan as sandbox_plan
+from kbv.sandbox.launch import WorkerSpec
+
+SANDBOX_BUILD_ROOT = Path("/var/tmp/kbv-sandbox-build")
+
+
+def build_dir(candidate: Candidate, device: str, cache_dir: Path) -> Path:
+    """Per-candidate extension folder, named by a hash of the source and the toolchain: concurrent builds of
+    different sources never collide, and a rebuild of the same source is a cache hit."""
+    key = hashlib.sha256(f"{candidate.sha256}|{envinfo.toolchain_id(device)}".encode()).hexdigest()[:24]
+    return cache_dir / "build" / key
+
+
+def _candidate_env(candidate: Candidate, device: str, gpu: int | None, options: EvalOptions, work: Path) -> dict[str, str]:
+    build = build_dir(candidate, device, options.cache_dir)
+    env = {
+        "TORCH_EXTENSIONS_DIR": str(build / "torch_extensions"),
+        "TRITON_CACHE_DIR": str(build / "triton"),
+        "TMPDIR": str(work),
+        "MAX_JOBS": str(options.build_jobs or envinfo.cpu_count()),
+    }
+    if device == "cpu":
+        env["TRITON_INTERPRET"] = "1"
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    elif gpu is not None:
+        env["CUDA_VISIBLE_DEVICES"] = str(gpu)
+        cap = envinfo.gpu_identity(gpu).get("compute_capability")
+        if cap and "TORCH_CUDA_ARCH_LIST" not in os.environ:
+            env["TORCH_CUDA_ARCH_LIST"] = cap
+    return env
+
+
+def candidate_spec(problem: Problem, candidate: Candidate, options: EvalOptions, device: str, gpu: int | None,
+                   scratch: Path, stage: str, shape: dict[str, Any] | None = None) -> WorkerSpec:
+    """A candidate worker's spec. When sandboxing, the candidate and problem files are copied into a private work
+    folder owned by the sandbox user, and the build folder is handed to that user too."""
+    work = scratch / f"{stage}-candidate"
+    work.mkdir(parents=True, exist_ok=True)
+    env = _candidate_env(candidate, device, gpu, options, work)
+    candidate_path, problem_path, confine_spec = str(candidate.path), str(problem.path), None
+    sandbox = sandbox_plan.plan(options.sandbox, device)
+    ids = sandbox.get("ids")
+    if sandbox["requested"]:
+        protected = [*sandbox_plan.protected_code(), *options.protect]
+        confine_spec = {"network": sandbox["network"], "pid": sandbox["pid"],
+                        "ids": [ids[0], ids[1]] if ids else None,
+                        "read_only": protected if sandbox["read_only"] else None}
+    if ids is not None:
+        src = work / "src"
+        src.mkdir(exist_ok=True)
+        candidate_path = str(shutil.copy2(candidate.path, src / candidate.path.name))
+        problem_path = str(shutil.copy2(problem.path, src / problem.path.name))
+        build = Path(env["TORCH_EXTENSIONS_DIR"]).parent
+        if not sandbox_plan.traversable(build.parent):  # e.g. a cache under /root: build somewhere the user can reach
+            build = SANDBOX_BUILD_ROOT / build.name
+            env["TORCH_EXTENSIONS_DIR"], env["TRITON_CACHE_DIR"] = str(build / "torch_extensions"), str(build / "triton")
+        build.mkdir(parents=True, exist_ok=True)
+        scratch.chmod(scratch.stat().st_mode | 0o001)  # the user may pass through the scratch folder, not list it
+        sandbox_plan.hand_over(work, ids)
+        sandbox_plan.hand_over(build, ids)
+        env["HOME"] = str(work)
+    return WorkerSpec(
+        role="candidate", device=device, problem_path=problem_path, profile=options.resolved_profile(device, problem),
+        precision=options.precision, mode=problem.mode, work_dir=work, log_path=scratch / f"{stage}-candidate.log",
+        candidate_path=candidate_path, unscaled=problem.unscaled_inputs, env=env,
+        threads=options.resolved_threads(device), confine=confine_spec, stage=stage, shape=shape,
+    )
+
+
+def _reference_env(device: str, gpu: int | None, work: Path) -> dict[str, str]:
+    env = {"TMPDIR": str(work)}
+    if device == "cpu":
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    elif gpu is not None:
+        env["CUDA_VISIBLE_DEVICES"] = str(gpu)
+    return env
+
+
+def reference_spec(problem: Problem, options: EvalOptions, device: str, gpu: int | None, scratch: Path, stage: str,
+                   shape: dict[str, Any] | None = None) -> WorkerSpec:
+    """A reference worker's spec (trusted: it never imports the candidate)."""
+    work = scratch / f"{stage}-reference"
+    work.mkdir(parents=True, exist_ok=True)
+    return WorkerSpec(
+        role="reference", device=device, problem_path=str(problem.path), profile=options.resolved_profile(device, problem),
+        precision=options.precision, mode=problem.mode, work_dir=work, log_path=scratch / f"{stage}-reference.log",
+        unscaled=problem.unscaled_inputs, env=_reference_env(device, gpu, work),
+        threads=options.resolved_threads(device), stage=stage, shape=shape,
+    )

@@ -1,0 +1,53 @@
+"""Running a helper process of kbv's own (a problem screen, a roofline count, a GPU probe) with a time limit: it
+starts in a session of its own, and on return or timeout its whole process group is killed, so nothing it started
+outlives it. One helper for every such call on the parent side."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Finished:
+    returncode: int | None  # None when it was killed at the time limit
+    stdout: str
+    stderr: str
+    timed_out: bool
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and not self.timed_out
+
+    def last_line(self) -> str:
+        lines = (self.stdout + self.stderr).strip().splitlines()
+        return lines[-1] if lines else f"exit status {self.returncode}"
+
+
+def kill_group(pid: int) -> None:
+    """SIGKILL a process group (quietly, if it is gone or not ours)."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def run(cmd: list[str], timeout: float, *, env: dict[str, str] | None = None, cwd: str | Path | None = None,
+        capture_stdout: bool = True) -> Finished:
+    """Run ``cmd`` in a new session; kill its group at ``timeout`` seconds and after it returns."""
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE if capture_stdout else subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, start_new_session=True)
+    timed_out = False
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        kill_group(proc.pid)
+        out, err = proc.communicate()
+    finally:
+        kill_group(proc.pid)  # anything it left running in its session
+    return Finished(None if timed_out else proc.returncode, (out or b"").decode(errors="replace"),
+                    (err or b"").decode(errors="replace"), timed_out)

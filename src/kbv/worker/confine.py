@@ -1,0 +1,215 @@
+"""Worker side of the sandbox: confining a freshly started candidate worker: its own network and PID namespaces, an unprivileged user, resource limits.
+
+Runs first thing in a freshly forked candidate worker (``child.main``), before any candidate code:
+
+Steps, in this order (each later one may need the privilege an earlier one keeps):
+
+1. a new **network namespace** (no interfaces but a down loopback): the candidate cannot open connections;
+2. a new **PID namespace**: the worker forks once more and the inner process, PID 1 of the namespace, serves the
+   stage while the outer one waits and passes on its exit status. When the inner process ends or is killed (the
+   parent kills the outer's process group, which holds both), the kernel kills everything left in the namespace,
+   so a grandchild that calls ``setsid()`` to escape cannot outlive the stage;
+3. a **mount namespace** in which the results folder, kbv's own package and kbv's cache (every candidate's build
+   folder, the reference-timing cache: ``cache_layout``) are read-only bind mounts, with writable bind mounts on top
+   for the worker's own build folder and scratch folder only. Then CAP_SYS_ADMIN (remount, unmount, ``setns``),
+   CAP_SYS_PTRACE (``/proc/<pid>/root`` of the evaluating process, whose view of those folders is writable) and
+   CAP_DAC_READ_SEARCH (``open_by_handle_at`` through a writable mount of the same file system) are given up and
+   the worker is made non-dumpable (other workers cannot enter its view through ``/proc``), so this holds even
+   where the worker must stay root;
+4. a dedicated **unprivileged user** (``kbv-sandbox``, created when missing, else ``nobody``): the candidate cannot
+   signal the evaluating process, write the results file or touch files it does not own; the parent prepares a
+   private work folder and build folder owned by that user and copies the candidate and problem files into it;
+5. **resource limits** that do not break CUDA (no address-space limit): no core files, a cap on processes.
+
+Each step needs root. Where a step is not possible the worker carries on with what it has and reports the
+isolation it achieved; the parent (``kbv.sandbox.plan``: what to ask for, probed on CUDA) records that in every
+result's ``env.isolation`` and warns once.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import grp
+import os
+import pwd
+import resource
+import signal
+from pathlib import Path
+from typing import Any
+
+SANDBOX_USER = "kbv-sandbox"
+CLONE_NEWNET = 0x40000000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNS = 0x00020000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
+MNT_DETACH = 2
+CAP_DAC_READ_SEARCH, CAP_SYS_PTRACE, CAP_SYS_ADMIN = 2, 19, 21
+# Given up once the read-only mounts are in place: each one could otherwise undo them or write around them.
+HELD_BACK = {"CAP_SYS_ADMIN": CAP_SYS_ADMIN, "CAP_SYS_PTRACE": CAP_SYS_PTRACE,
+             "CAP_DAC_READ_SEARCH": CAP_DAC_READ_SEARCH}
+PR_SET_DUMPABLE = 4
+PR_CAPBSET_DROP = 24
+MAX_PROCESSES = 4096  # per sandbox user (RLIMIT_NPROC counts every process of the user)
+
+
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+
+
+def _unshare(flags: int) -> bool:
+    return _libc().unshare(flags) == 0
+
+
+def _kept_flags(path: str) -> int:
+    """The nosuid/nodev/noexec flags of the mount ``path`` is on: a bind remount keeps them (it would clear them)."""
+    try:
+        flags = os.statvfs(path).f_flag
+    except OSError:
+        return 0
+    return sum(ms for st, ms in ((os.ST_NOSUID, MS_NOSUID), (os.ST_NODEV, MS_NODEV), (os.ST_NOEXEC, MS_NOEXEC))
+               if flags & st)
+
+
+def _bind(libc: ctypes.CDLL, path: str, read_only: bool) -> bool:
+    """Bind-mount ``path`` onto itself, read-only or writable (a bind inside a read-only mount starts read-only)."""
+    p, flags = os.fsencode(path), _kept_flags(path)
+    return (libc.mount(p, p, None, MS_BIND | MS_REC, None) == 0
+            and libc.mount(None, p, None, MS_BIND | MS_REMOUNT | flags | (MS_RDONLY if read_only else 0), None) == 0)
+
+
+def _within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def _protect(paths: list[str], writable: list[str] = ()) -> tuple[list[str], list[str], list[str]]:
+    """In a new mount namespace, make ``paths`` read-only bind mounts and the folders of ``writable`` that lie in
+    them writable bind mounts on top; then give up the capabilities that could undo or bypass that (``HELD_BACK``)
+    and become non-dumpable: a worker that stays root still cannot write the results folder, kbv's own code or kbv's
+    cache outside its own build folder. Returns the read-only paths, the writable holes and what was given up."""
+    libc = _libc()
+    if libc.unshare(CLONE_NEWNS) != 0:
+        return [], [], []
+    if libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) != 0:
+        return [], [], []
+    done = [path for path in paths if os.path.exists(path) and _bind(libc, path, read_only=True)]
+    real = {path: os.path.realpath(path) for path in done}
+    holes: list[str] = []
+    for hole in sorted({os.path.realpath(w) for w in writable}, key=len):
+        covering = [path for path in done if _within(hole, real[path])]
+        if not covering or any(_within(hole, h) for h in holes) or not os.path.isdir(hole):
+            continue  # not inside a read-only mount, inside a hole already made, or not there to keep
+        if _bind(libc, hole, read_only=False):
+            holes.append(hole)
+        else:  # never leave a worker without its own folders: undo the read-only mounts above it (loudly)
+            for path in covering:
+                libc.umount2(os.fsencode(path), MNT_DETACH)
+                done.remove(path)
+    given_up = [name for name, cap in HELD_BACK.items() if _drop_capability(cap)]
+    if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0:
+        given_up.append("dumpable")
+    return done, holes, given_up
+
+
+def cache_layout(spec: dict[str, Any], ids: tuple[int, int] | None = None) -> tuple[list[str], list[str]]:
+    """kbv's cache as a candidate worker sees it: the folders to make read-only, and the worker's own folders inside
+    them that stay writable. The build folder kbv gives a candidate is ``<cache>/build/<key>`` (or, where the sandbox
+    user cannot reach the cache, ``<sandbox build root>/<key>``); read-only: the folder of every build and the one
+    above it (the cache itself: reference timings, roofline counts, measured ceilings). Writable: the worker's own
+    build folder (``TORCH_EXTENSIONS_DIR``, ``TRITON_CACHE_DIR``), its scratch folder (``TMPDIR``) and its working
+    folder. The build folder is created here if missing (the read-only mount would stop the candidate making it)."""
+    env = spec.get("env") or {}
+    ext = env.get("TORCH_EXTENSIONS_DIR")
+    if not ext:
+        return [], []
+    own = Path(ext).parent
+    try:
+        if not own.is_dir():
+            own.mkdir(parents=True, exist_ok=True)
+            if ids:
+                os.chown(own, int(ids[0]), int(ids[1]))
+    except OSError:
+        return [], []  # no build folder to keep writable: leave the cache as it is (recorded: nothing protected)
+    protect = [str(p) for p in (own.parents[1], own.parents[0]) if os.path.realpath(p) != "/"]
+    triton = env.get("TRITON_CACHE_DIR")
+    folders = [own, triton and Path(triton).parent, env.get("TMPDIR"), env.get("HOME"), spec.get("work_dir")]
+    return protect, [str(f) for f in folders if f]
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+def _drop_capability(cap: int) -> bool:
+    """Remove one capability from the bounding, effective, permitted and inheritable sets of this process."""
+    libc = _libc()
+    libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
+    header = _CapHeader(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3
+    data = (_CapData * 2)()
+    if libc.capget(ctypes.byref(header), data) != 0:
+        return False
+    word, bit = divmod(cap, 32)
+    for field in ("effective", "permitted", "inheritable"):
+        setattr(data[word], field, getattr(data[word], field) & ~(1 << bit))
+    return libc.capset(ctypes.byref(header), data) == 0
+
+
+def confine(spec: dict[str, Any]) -> dict[str, Any]:
+    """Apply what ``spec["confine"]`` asks for; returns the isolation achieved. Only the inner process returns
+    (the outer one waits for it and exits with its status)."""
+    wanted = spec.get("confine") or {}
+    achieved: dict[str, Any] = {"network_namespace": False, "pid_namespace": False, "user": None,
+                                "read_only": [], "writable": [], "cache_read_only": False}
+    if not wanted:
+        return achieved
+    if wanted.get("network"):
+        achieved["network_namespace"] = _unshare(CLONE_NEWNET)
+    if wanted.get("pid") and _unshare(CLONE_NEWPID):
+        inner = os.fork()
+        if inner:
+            _wait_and_exit(inner)
+        achieved["pid_namespace"] = True
+    ids = wanted.get("ids")
+    if wanted.get("read_only"):  # last of the privileged steps: it gives up CAP_SYS_ADMIN and the others
+        cache, writable = cache_layout(spec, ids)
+        achieved["read_only"], achieved["writable"], achieved["given_up"] = _protect(
+            [*wanted["read_only"], *cache], writable)
+        # kbv's cache is read-only but for this worker's own folders (False: other builds and timings are in reach)
+        achieved["cache_read_only"] = bool(cache) and all(path in achieved["read_only"] for path in cache)
+    if ids:
+        uid, gid = int(ids[0]), int(ids[1])
+        try:
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+            resource.setrlimit(resource.RLIMIT_NPROC, (MAX_PROCESSES, MAX_PROCESSES))
+            os.setgroups([])
+            os.setgid(gid)
+            os.setuid(uid)
+            achieved["user"] = pwd.getpwuid(uid).pw_name
+            achieved["group"] = grp.getgrgid(gid).gr_name
+        except (OSError, KeyError) as exc:
+            achieved["user_error"] = str(exc)
+    return achieved
+
+
+def _wait_and_exit(pid: int) -> None:
+    """Outer process: relay the inner process's fate. Signals aimed at the outer one reach the inner one first."""
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, lambda s, _f: os.kill(pid, s))
+    while True:
+        try:
+            _, status = os.waitpid(pid, 0)
+            break
+        except InterruptedError:
+            continue
+        except ChildProcessError:
+            os._exit(1)
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
+    os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)

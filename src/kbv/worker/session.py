@@ -1,0 +1,444 @@
+"""Worker process entry point: serves one role (reference or candidate) for one stage, then exits.
+
+The parent sends commands; the worker replies with raw data (outputs, times, byte counts), never conclusions.
+Everything the worker relies on after the candidate is imported (tensor methods, timers, encoders) is captured
+here at import time, which happens in the fork server before any candidate code exists.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import resource
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from multiprocessing.connection import Connection
+from typing import Any, Callable, Iterator
+
+import torch
+
+from kbv import wire
+from kbv.worker import confine
+from kbv.protocol import BASELINES, DEFERRED_WRITE_WAIT_S, DISTRIBUTIONS, TIMING_RULES, WORKER_FILE_BYTES_MAX
+from kbv.worker import backends, guard, inputs, integrity, loading, memory, recorder, timer
+
+_Tensor = torch.Tensor
+_as_subclass = torch.Tensor.as_subclass
+_monotonic = time.monotonic
+_DISTRIBUTIONS = {d.name: d for d in DISTRIBUTIONS}
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equality with NaN equal to NaN, for telling whether forward wrote into an input."""
+    if _Tensor.equal(a, b):
+        return True
+    if _Tensor.is_floating_point(a):
+        return bool(((a == b) | (_Tensor.isnan(a) & _Tensor.isnan(b))).all())
+    return False
+
+
+def _thread_count() -> int:
+    """Threads of this process (every thread, not only Python's), from /proc."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return threading.active_count()
+
+
+def _shares_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
+    try:
+        return _Tensor.untyped_storage(a).data_ptr() == _Tensor.untyped_storage(b).data_ptr() != 0
+    except RuntimeError:
+        return False
+
+
+def _describe_output(out: Any) -> tuple[str, list[Any]]:
+    """Flatten a forward result into (structure, items); non-tensors become descriptions, not data."""
+    if isinstance(out, (tuple, list)):
+        structure, items = type(out).__name__, list(out)
+    else:
+        structure, items = "single", [out]
+    described: list[Any] = []
+    for item in items:
+        if type(item) is _Tensor:
+            described.append({"tensor": _Tensor.detach(item), "stride": list(_Tensor.stride(item)),
+                              "device": str(_Tensor.device.__get__(item))})
+        elif isinstance(item, _Tensor):
+            # A subclass fails the verified check by type alone; its data still goes back, as a plain tensor,
+            # so the standard protocol (which, like KernelBench, accepts subclasses) can be judged faithfully.
+            name = type(item).__module__ + "." + type(item).__qualname__
+            try:
+                plain = _Tensor.detach(_as_subclass(item, _Tensor))
+                described.append({"subclass": name, "tensor_data": plain})
+            except Exception:
+                described.append({"not_a_tensor": name})
+        else:
+            described.append({"not_a_tensor": type(item).__module__ + "." + type(item).__qualname__})
+    return structure, described
+
+
+class Session:
+    def __init__(self, spec: dict[str, Any]):
+        self.spec = spec
+        self.device: str = spec["device"]
+        self.precision: str = spec["precision"]
+        self.problem = loading.load_problem_module(spec["problem_path"], spec.get("profile"), spec.get("shape"))
+        self.candidate = None
+        self.model: torch.nn.Module | None = None
+        self.kept: tuple[str, list[Any]] | None = None  # reference role: the last forward's outputs, on device
+        self.timing_inputs: list[Any] | None = None
+        self.timing_offsets: Iterator[int] = itertools.count(1)
+        self.timing_offset = 0  # the offset whose inputs the timing buffers hold now
+        self.kept_timed: dict[str, Any] | None = None
+        self.in_use_baseline: int | None = None  # device memory in use before the model (and candidate) existed
+        self.integrity = integrity.Integrity()  # before any candidate code: the state to compare against
+        self.threads_at_start = set(threading.enumerate())
+
+    # -- commands -------------------------------------------------------------------------------------------------
+
+    def cmd_import(self, msg: dict[str, Any]) -> dict[str, Any]:
+        t0 = _monotonic()
+        self.candidate = loading.import_file(self.spec["candidate_path"], "kbv_candidate")
+        cls = getattr(self.candidate, "ModelNew", None)
+        if not isinstance(cls, type) or not issubclass(cls, torch.nn.Module):
+            raise ImportError("the candidate defines no class ModelNew(nn.Module)")
+        return {"import_seconds": _monotonic() - t0}
+
+    def cmd_setup(self, msg: dict[str, Any]) -> dict[str, Any]:
+        if self.in_use_baseline is None:
+            self.in_use_baseline = memory.device_in_use(self.device)
+        init_args = loading.init_inputs(self.problem)
+        if self.spec["role"] == "reference":
+            self.model = loading.build_model(self.problem.Model, init_args, msg["init_seed"], self.device,
+                                             self.precision, self.spec["mode"])
+            if "state" in msg:  # timing: load the same state the candidate loads, so both allocate alike
+                loading.load_matching_state(self.model, msg["state"])
+                return {}
+            return {"state": loading.state_of(self.model), "shapes": loading.shapes_of(self.problem),
+                    "device": self._device_info()}
+        if self.candidate is None:
+            self.cmd_import({})
+        self.model = loading.build_model(self.candidate.ModelNew, init_args, msg["init_seed"], self.device,
+                                         self.precision, self.spec["mode"])
+        matched, candidate_only, reference_only = loading.load_matching_state(self.model, msg.get("state", {}))
+        own = [[name, list(_Tensor.size(t)), str(t.dtype).removeprefix("torch.")]
+               for name, t in loading.state_of(self.model).items()]
+        return {"matched": matched, "candidate_only": candidate_only, "reference_only": reference_only,
+                "own": own, "started_threads": self._started_threads()}
+
+    def _started_threads(self) -> list[dict[str, str]]:
+        """Python threads the candidate's import or ``__init__`` started that are still alive: a thread that exists
+        before any forward can take work handed over by forward without the thread count ever growing."""
+        started = []
+        for thread in threading.enumerate():
+            if thread in self.threads_at_start or not thread.is_alive():
+                continue
+            target = getattr(thread, "_target", None)
+            code = getattr(target, "__code__", None)
+            started.append({"name": thread.name, "daemon": str(thread.daemon),
+                            "target": getattr(target, "__qualname__", type(target).__name__),
+                            "module": str(getattr(target, "__module__", "")),
+                            "file": code.co_filename if code is not None else ""})
+        return started
+
+    def cmd_perturb(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Reference role: fresh noise on every floating parameter; replies with the new state for the candidate."""
+        if self.spec["role"] != "reference" or self.model is None:
+            raise RuntimeError("perturb: reference role only")
+        names = loading.perturb_parameters(self.model, int(msg["seed"]))
+        return {"state": loading.state_of(self.model), "perturbed": names}
+
+    def cmd_load(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Load same-name, same-shape tensors of ``state`` into the model (the candidate after ``perturb``)."""
+        assert self.model is not None
+        matched, candidate_only, reference_only = loading.load_matching_state(self.model, msg["state"])
+        return {"matched": matched, "candidate_only": candidate_only, "reference_only": reference_only}
+
+    def _inputs(self, seed: int, distribution: str) -> list[Any]:
+        return inputs.make_inputs(self.problem, seed, self.device, self.precision, _DISTRIBUTIONS[distribution],
+                                  tuple(self.spec.get("unscaled", ())))
+
+    def cmd_forward(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Run one trial. A candidate sends its outputs back (host copies); the reference keeps its outputs on the
+        device for ``judge`` and sends only their description."""
+        assert self.model is not None
+        seed = msg["seed"] if "timing_offset" not in msg else self._timing_seed(msg["seed"], msg["timing_offset"])
+        args = self._inputs(seed, msg["distribution"])  # timing_offset: a timed call's inputs, redrawn to judge it
+        guards: list[tuple[int, torch.Tensor, torch.Tensor, int]] = []
+        if msg.get("guard_bytes"):
+            args, guards = guard.surround(args, int(msg["guard_bytes"]), int(msg["seed"]))
+        tensor_args = [(i, a) for i, a in enumerate(args) if type(a) is _Tensor]
+        before = [(i, _Tensor.clone(a)) for i, a in tensor_args]
+        poison = msg.get("poison")
+        if poison:  # last before the call: freed blocks of the sizes it allocates hold the poison byte
+            memory.poison_freed(self.device, int(poison["byte"]), [int(n) for n in poison["sizes"]])
+        threads_before = _thread_count()
+        with torch.no_grad():
+            out = self.model(*args)
+        self._sync()
+        threads_after = _thread_count()
+        structure, items = _describe_output(out)
+        usage = {
+            "guard_violations": guard.violations(guards),
+            "nbytes": [_Tensor.numel(item["tensor"]) * _Tensor.element_size(item["tensor"]) if "tensor" in item
+                       else 0 for item in items],
+            "input_nbytes": [_Tensor.numel(a) * _Tensor.element_size(a) for _, a in tensor_args],
+            "threads": [threads_before, threads_after],
+            "shapes": [list(item["tensor"].shape) if "tensor" in item else None for item in items],
+            "strides": [item.get("stride") for item in items],
+            "mutated_inputs": [i for (i, a), (_, b) in zip(tensor_args, before) if not _same(a, b)],
+            "aliased_outputs": [[k, i] for k, item in enumerate(items) if "tensor" in item
+                                for i, a in tensor_args if _shares_storage(item["tensor"], a)],
+        }
+        if self.spec["role"] == "reference":
+            self.kept = (structure, items)
+            return {"structure": structure, "n_outputs": len(items), **usage}
+        return {"structure": structure, "outputs": items, **usage}
+
+    def cmd_fallback(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Candidate role only: one forward (the parent's seed and distribution) under kbv.worker.recorder's
+        recorder. Replies like ``forward`` (the reference judges it) plus the raw profile; the parent classifies."""
+        if self.spec["role"] != "candidate":
+            raise RuntimeError("fallback: candidate role only")
+        assert self.model is not None
+        model, args = self.model, self._inputs(msg["seed"], msg["distribution"])
+        guards: list[tuple[int, torch.Tensor, torch.Tensor, int]] = []
+        if msg.get("guard_bytes"):
+            args, guards = guard.surround(args, int(msg["guard_bytes"]), int(msg["seed"]))
+        kernels = None
+        if self.device.startswith("cuda"):  # the same call under torch.profiler too: device time per kernel
+            from torch.profiler import ProfilerActivity, profile as gpu_profile, record_function
+
+            with gpu_profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                with record_function(recorder.FORWARD_RANGE), torch.no_grad():
+                    out, profile = recorder.profile_call(lambda: model(*args))
+                self._sync()
+            kernels = recorder.gpu_kernel_events(prof)
+        else:
+            with torch.no_grad():
+                out, profile = recorder.profile_call(lambda: model(*args))
+        self._sync()
+        structure, items = _describe_output(out)
+
+        ext_dir = self.spec.get("env", {}).get("TORCH_EXTENSIONS_DIR")
+        return {"structure": structure, "outputs": items, "fallback": profile, "gpu_kernels": kernels,
+                "guard_violations": guard.violations(guards),
+                "modules": recorder.candidate_modules([ext_dir] if ext_dir else [])}
+
+    def cmd_judge(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Reference role only: compare a candidate's outputs (data relayed by the parent) with the kept ones."""
+        if self.spec["role"] != "reference" or self.kept is None:
+            raise RuntimeError("judge: no reference outputs kept")
+        from dataclasses import asdict
+
+        from kbv import judge  # imported here: candidate workers never load the judge
+
+        candidate = msg["candidate"]
+        for item in candidate.get("outputs", []):
+            for key in ("tensor", "tensor_data"):
+                if isinstance(item.get(key), _Tensor):
+                    item[key] = item[key].to(self.device)
+        reference = {"structure": self.kept[0], "outputs": self.kept[1]}
+        comparison = judge.compare_outputs(candidate, reference, msg["precision"])
+        result = asdict(comparison)
+        result.pop("per_output", None)
+        tolerance = float(msg.get("standard_tolerance", judge.STANDARD_ATOL))
+        return {"comparison": result, "standard": judge.standard_check(candidate, reference, tolerance)}
+
+    def cmd_buffers(self, msg: dict[str, Any]) -> dict[str, Any]:
+        assert self.model is not None
+        return {"buffers": {n: b.detach() for n, b in self.model.named_buffers() if b is not None}}
+
+    def _timing_seed(self, seed: int, offset: int) -> int:
+        """The seed of timed call ``offset`` (0 makes the buffers): the reference redraws a kept call's inputs."""
+        return (seed + offset) % 2**63
+
+    def _timing_buffers(self, seed: int) -> list[Any]:
+        """The buffers every timed call reads (allocated once, from the inputs of offset 0)."""
+        if self.timing_inputs is None:
+            first = self._inputs(self._timing_seed(seed, 0), "D1")
+            self.timing_inputs = [_Tensor.clone(a) if type(a) is _Tensor else a for a in first]
+            self.timing_offsets = itertools.count(1)
+        return self.timing_inputs
+
+    def _load_timing_buffers(self, contents: list[Any]) -> list[Any]:
+        buffers = self.timing_inputs
+        if buffers is None:
+            return contents
+        with torch.no_grad():
+            for buf, src in zip(buffers, contents):
+                if type(buf) is _Tensor and type(src) is _Tensor and buf.shape == src.shape:
+                    _Tensor.copy_(buf, src)
+        return buffers
+
+    def _timed_call(self, seed: int) -> tuple[Callable[[], Any], Callable[[], None]]:
+        """The timed call, and the untimed step before each call that draws the next offset's inputs and loads them
+        into the same buffers: no two calls in a worker see the same contents, so no output can be served from a
+        cache (keyed by pointer, version or content) and each call's output can be checked against the reference
+        on the same offset."""
+        assert self.model is not None
+        buffers = self._timing_buffers(seed)
+        model = self.model
+
+        def call() -> Any:
+            with torch.no_grad():
+                return model(*buffers)
+
+        def prepare() -> None:
+            self.timing_offset = next(self.timing_offsets)
+            self._load_timing_buffers(self._inputs(self._timing_seed(seed, self.timing_offset), "D1"))
+
+        return call, prepare
+
+    def _keep_output(self, out: Any) -> None:
+        """A timed call's output, taken the moment its trial ends: copies on the device (so later calls cannot
+        change them), plus whether the output itself changed after the call returned (work deferred to a thread
+        or queue after the timer stopped)."""
+        structure, items = _describe_output(out)
+        copies = [dict(item, tensor=_Tensor.clone(item["tensor"])) if "tensor" in item else item for item in items]
+        time.sleep(DEFERRED_WRITE_WAIT_S)
+        self._sync()
+        changed = [k for k, (item, copy) in enumerate(zip(items, copies))
+                   if "tensor" in item and not _same(item["tensor"], copy["tensor"])]
+        self.kept_timed = {"offset": self.timing_offset, "structure": structure, "outputs": copies,
+                           "changed_after_return": changed}
+
+    def cmd_time(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Time one forward under each baseline's flags, taking ``share`` of the timing budget. With
+        ``keep_output`` (candidate role), the output of one random timed trial of the last baseline comes back
+        with its input offset, for the parent to judge."""
+        call, prepare = self._timed_call(msg["seed"])
+        rule = TIMING_RULES["cuda" if self.device.startswith("cuda") else "cpu"]
+        timings: dict[str, Any] = {}
+        flags: dict[str, Any] = {}
+        self.kept_timed = None
+        for k, baseline in enumerate(msg["baselines"]):
+            if baseline not in BASELINES:
+                raise KeyError(baseline)
+            flags[baseline] = backends.apply_baseline(baseline)
+            self.integrity.flags_set(flags[baseline])
+            keep = self._keep_output if msg.get("keep_output") and k == len(msg["baselines"]) - 1 else None
+            cap = msg.get("cap_ms")
+            timings[baseline] = timer.time_calls(call, self.device, rule, float(msg.get("share", 1.0)),
+                                                 msg.get("max_trials"), prepare, keep,
+                                                 float(cap[baseline]) if isinstance(cap, dict) and baseline in cap
+                                                 else None)
+        reply: dict[str, Any] = {"timing": timings, "flags": flags}
+        if self.kept_timed is not None:
+            reply["kept"] = self.kept_timed
+            self.kept_timed = None
+        return reply
+
+    def cmd_burst(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """``calls`` back-to-back calls on the timing buffers under ``baseline``'s flags; the parent's clock times
+        the command (see ``timer.burst``)."""
+        call, prepare = self._timed_call(msg["seed"])
+        flags = backends.apply_baseline(msg["baseline"])
+        self.integrity.flags_set(flags)
+        prepare()
+        timer.burst(call, self.device, int(msg["calls"]))
+        return {}
+
+    def cmd_memory(self, msg: dict[str, Any]) -> dict[str, Any]:
+        call, prepare = self._timed_call(msg["seed"])
+        if self.device.startswith("cuda"):  # one warm call first: one-time setup (library handles) is not a peak
+            prepare()
+            call()
+        prepare()
+        result = memory.peak_bytes(call, self.device)
+        if result.get("device_in_use") is not None and self.in_use_baseline is not None:
+            result["device_in_use_delta"] = result["device_in_use"] - self.in_use_baseline
+        return {"memory": result}
+
+    def cmd_precision(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Reference role only: the D1 call of ``msg`` run in float64 and under the verified baseline's flags (on
+        copies of the model), and the relative L2 error against float64 of the verified run and of the candidate's
+        outputs (relayed by the parent)."""
+        if self.spec["role"] != "reference" or self.model is None:
+            raise RuntimeError("precision: reference role only")
+        from kbv.worker import precision  # imported here: candidate workers never load it
+
+        try:
+            args = self._inputs(msg["seed"], msg["distribution"])
+            return precision.errors_against_float64(self.model, args, msg["candidate"], self.device)
+        except Exception as exc:  # e.g. an op without float64 support: no check, and the reference lives on
+            return {"error": f"{type(exc).__name__}: {exc}"[:500], "outputs": []}
+
+    # -- helpers --------------------------------------------------------------------------------------------------
+
+    def _sync(self) -> None:
+        if self.device.startswith("cuda"):
+            torch.cuda.synchronize()
+
+    def _device_info(self) -> dict[str, Any]:
+        if self.device.startswith("cuda"):
+            props = torch.cuda.get_device_properties(torch.device(self.device))
+            return {"name": props.name, "capability": f"{props.major}.{props.minor}",
+                    "total_memory": int(props.total_memory), "l2_bytes": int(props.L2_cache_size),
+                    "multiprocessors": int(props.multi_processor_count)}
+        return {"name": "cpu", "threads": torch.get_num_threads(), "l2_bytes": timer.cpu_l2_bytes()}
+
+
+def _error(exc: BaseException) -> dict[str, Any]:
+    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return {"ok": False, "error": {"type": type(exc).__name__, "message": str(exc)[:2000], "traceback": tb[-6000:]}}
+
+
+def _isolate(spec: dict[str, Any]) -> None:
+    """New session and process group, private working and temporary folder, output to the stage's log file; every
+    file it writes is capped at WORKER_FILE_BYTES_MAX (RLIMIT_FSIZE)."""
+    os.setsid()
+    _, hard = resource.getrlimit(resource.RLIMIT_FSIZE)  # every file of this worker, its log included, is bounded
+    cap = WORKER_FILE_BYTES_MAX if hard == resource.RLIM_INFINITY else min(hard, WORKER_FILE_BYTES_MAX)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (cap, cap))
+    log = os.open(spec["log_path"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(log)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    os.environ.update(spec.get("env", {}))
+    os.chdir(spec["work_dir"])
+    tempfile.tempdir = None
+    if spec.get("threads"):
+        torch.set_num_threads(int(spec["threads"]))
+    if spec["device"] == "cpu":
+        memory.fix_malloc_thresholds()
+
+
+def main(conn: Connection, spec: dict[str, Any]) -> None:
+    _isolate(spec)
+    isolation = confine.confine(spec)  # namespaces and an unprivileged user, before any candidate code
+    try:
+        session = Session(spec)
+    except BaseException as exc:  # the problem itself failed to load
+        wire.send(conn, _error(exc))
+        os._exit(1)
+    handlers = {"import": session.cmd_import, "setup": session.cmd_setup, "forward": session.cmd_forward,
+                "judge": session.cmd_judge, "precision": session.cmd_precision, "perturb": session.cmd_perturb,
+                "load": session.cmd_load, "fallback": session.cmd_fallback, "buffers": session.cmd_buffers, "time": session.cmd_time,
+                "memory": session.cmd_memory, "burst": session.cmd_burst}
+    wire.send(conn, {"ok": True, "pid": os.getpid(), "isolation": isolation})
+    while True:
+        try:
+            msg = wire.recv(conn)
+        except (EOFError, OSError, wire.WireError):
+            os._exit(0)
+        if msg.get("cmd") == "exit":
+            os._exit(0)
+        try:
+            reply = {"ok": True, **handlers[msg["cmd"]](msg), "tamper": session.integrity.changes()}
+            header, tensors = wire.split(reply)  # copy out to host now, inside the error handling
+        except BaseException as exc:  # anything the candidate raises, SystemExit included
+            try:
+                sys.stdout.flush()
+                sys.stderr.flush()
+            except Exception:
+                pass
+            wire.send(conn, _error(exc))
+            os._exit(1)
+        wire.send_parts(conn, header, tensors)

@@ -1,0 +1,460 @@
+"""The verdict rules, without a worker process: ``kbv.eval.verdict.decide`` on scripted evidence (one test per rule
+and per precedence step), and the stages driven by a fake worker with scripted replies (milliseconds each)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+import torch
+
+from conftest import problem_path
+from kbv.eval import EvalOptions, correctness, performance
+from kbv.eval.context import PairContext
+from kbv.eval.evidence import Evidence, Failure
+from kbv.eval.params import map_parameters
+from kbv.eval.verdict import Rules, decide, over_shapes, should_time
+from kbv.problems import load_problem
+from kbv.problems.candidates import Candidate
+from kbv.protocol import DISTRIBUTION_NAMES, FLAGS, REJECTING_FLAGS, VERDICT_PRECEDENCE
+from kbv.sandbox.launch import WorkerFailure
+
+RULES = Rules()
+
+
+def passed(**overrides: str) -> Evidence:
+    """Evidence of a compiled kernel that passed every distribution and KernelBench's check."""
+    ev = Evidence(compiled=True, distributions={d: "passed" for d in DISTRIBUTION_NAMES},
+                  standard_d1=[True, True, True], d1_complete=True)
+    ev.distributions.update(overrides)
+    return ev
+
+
+def fail(stage: str, role: str = "candidate", kind: str = "error") -> Failure:
+    return Failure(stage, role, kind, {"stage": stage, "kind": kind, "message": f"{role} {kind}"})
+
+
+# -- decide: one test per rule ---------------------------------------------------------------------------------------
+
+def test_all_passed_is_correct() -> None:
+    d = decide(passed(), RULES)
+    assert (d.verdict, d.standard_verdict, d.flags, d.error) == ("correct", "correct", [], None)
+
+
+def test_rule_harness_error_first() -> None:
+    ev = passed()
+    ev.fail(fail("correctness", "harness", "harness"))
+    ev.fail(fail("correctness", "reference"))
+    d = decide(ev, RULES)
+    assert (d.verdict, d.standard_verdict) == ("runtime_error", "runtime_error")
+    assert d.flags == ["harness_error"]
+
+
+@pytest.mark.parametrize("kind, verdict", [("build", "compile_error"), ("timeout", "timeout")])
+def test_rule_compile_failure(kind: str, verdict: str) -> None:
+    ev = Evidence(compiled=False)
+    ev.fail(fail("compile", kind=kind))
+    d = decide(ev, RULES)
+    assert (d.verdict, d.standard_verdict) == (verdict, verdict)
+
+
+def test_rule_problem_that_does_not_load_is_not_the_candidates_fault() -> None:
+    ev = Evidence(compiled=False, problem_failed=True)
+    ev.fail(fail("compile", "reference"))
+    d = decide(ev, RULES)
+    assert (d.verdict, d.flags) == ("runtime_error", ["reference_error"])
+
+
+def test_rule_reference_failure() -> None:
+    ev = passed()
+    ev.fail(fail("performance", "reference", "timeout"))
+    d = decide(ev, RULES)
+    assert (d.verdict, d.standard_verdict, d.flags) == ("runtime_error", "runtime_error", ["reference_error"])
+
+
+@pytest.mark.parametrize("kind, verdict", [("timeout", "timeout"), ("died", "runtime_error")])
+def test_rule_candidate_failure_in_correctness(kind: str, verdict: str) -> None:
+    ev = passed(D4="error")
+    ev.fail(fail("correctness", kind=kind))
+    d = decide(ev, RULES)
+    assert d.verdict == verdict
+    assert d.standard_verdict == "correct"  # every D1 trial ran and passed KernelBench's check
+    ev.d1_complete = False
+    assert decide(ev, RULES).standard_verdict == verdict
+
+
+@pytest.mark.parametrize("failed", DISTRIBUTION_NAMES)
+def test_rule_a_failed_distribution_is_incorrect(failed: str) -> None:
+    d = decide(passed(**{failed: "failed"}), RULES)
+    assert d.verdict == "incorrect"
+    assert d.standard_verdict == "correct"  # the standard protocol sees D1 only, as KernelBench's check
+
+
+@pytest.mark.parametrize("flag", ["timed_output_mismatch", "uninitialized_read"])
+def test_rule_incorrect_flags(flag: str) -> None:
+    ev = passed()
+    ev.see(flag)
+    assert decide(ev, RULES).verdict == "incorrect"
+
+
+@pytest.mark.parametrize("flag", sorted(REJECTING_FLAGS))
+def test_rule_rejecting_flags(flag: str) -> None:
+    ev = passed()
+    ev.see(flag)
+    d = decide(ev, RULES)
+    assert (d.verdict, d.standard_verdict, d.flags) == ("rejected", "correct", [flag])
+
+
+@pytest.mark.parametrize("flag, option", [("fallback", "require_custom_kernels"),
+                                          ("partial_fallback", "require_custom_kernels"),
+                                          ("low_precision", "strict_precision")])
+def test_rule_optional_rejections(flag: str, option: str) -> None:
+    ev = passed()
+    ev.see(flag)
+    assert decide(ev, RULES).verdict == "correct"
+    assert decide(ev, Rules(**{option: True})).verdict == "rejected"
+
+
+@pytest.mark.parametrize("flag", ["unmatched_params", "buffer_mismatch", "memory_above_reference", "nondeterministic",
+                                  "skipped_distribution", "speedup_above_bound", "wall_clock_mismatch",
+                                  "above_roofline", "reference_timing_cached"])
+def test_informational_flags_keep_the_verdict(flag: str) -> None:
+    ev = passed()
+    ev.see(flag)
+    d = decide(ev, RULES)
+    assert (d.verdict, d.flags) == ("correct", [flag])
+
+
+def test_standard_verdict_follows_kernelbenchs_d1_check() -> None:
+    ev = passed()
+    ev.standard_d1 = [True, False, True]
+    assert decide(ev, RULES).standard_verdict == "incorrect"
+
+
+def test_timing_truncated_is_a_flag() -> None:
+    ev = passed()
+    ev.timing_truncated = True
+    d = decide(ev, RULES)
+    assert (d.verdict, d.flags) == ("correct", ["timing_truncated"])
+
+
+# -- precedence ------------------------------------------------------------------------------------------------------
+
+def test_precedence_incorrect_beats_rejected() -> None:
+    ev = passed(D3="failed")
+    ev.see("input_mutated", "tamper")
+    assert decide(ev, RULES).verdict == "incorrect"
+
+
+def test_precedence_failure_in_correctness_beats_incorrect() -> None:
+    ev = passed(D2="failed")
+    ev.fail(fail("correctness", kind="timeout"))
+    assert decide(ev, RULES).verdict == "timeout"
+
+
+def test_precedence_compile_beats_everything_of_the_candidate() -> None:
+    ev = Evidence(compiled=False)
+    ev.fail(fail("compile"))
+    ev.see("tamper")
+    assert decide(ev, RULES).verdict == "compile_error"
+
+
+def test_precedence_matches_the_protocol_ranking() -> None:
+    assert VERDICT_PRECEDENCE == ("compile_error", "timeout", "runtime_error", "incorrect", "rejected", "correct")
+    assert over_shapes(["correct", "rejected", "incorrect"]) == "incorrect"
+    assert over_shapes(["correct", "timeout", "incorrect"]) == "timeout"
+    assert over_shapes(["correct", "correct"]) == "correct"
+
+
+# -- issue 10, bug 1: a failure of a figure the verdict does not need never overrides it ----------------------------
+
+def test_performance_failure_does_not_override_an_incorrect_verdict() -> None:
+    ev = passed(D3="failed")  # verified: incorrect; standard (D1 only): correct -> the standard timing runs
+    ev.timed_for = should_time(ev, RULES)
+    assert ev.timed_for == ("standard",)
+    ev.fail(fail("performance", kind="timeout"))
+    d = decide(ev, RULES)
+    assert d.verdict == "incorrect"
+    assert d.standard_verdict == "timeout"  # the standard protocol needed that timing
+    assert d.error["stage"] == "performance"
+
+
+def test_performance_failure_of_a_correct_kernel_is_its_verdict() -> None:
+    ev = passed()
+    ev.timed_for = should_time(ev, RULES)
+    assert ev.timed_for == ("standard", "verified")
+    ev.fail(fail("performance", kind="died"))
+    d = decide(ev, RULES)
+    assert (d.verdict, d.standard_verdict) == ("runtime_error", "runtime_error")
+
+
+def test_nothing_is_timed_for_a_kernel_incorrect_under_both_protocols() -> None:
+    ev = passed(D1="failed")
+    ev.standard_d1 = [False]
+    assert should_time(ev, RULES) == ()
+    assert should_time(passed(), Rules(baselines=("verified",))) == ("verified",)
+
+
+def test_every_rule_flag_is_documented() -> None:
+    for flag in ("timing_truncated", "reference_error", "harness_error"):
+        assert flag in FLAGS
+
+
+# -- issue 10, bug 3: parameters under other names -------------------------------------------------------------------
+
+def test_pairing_by_shape_and_suffix() -> None:
+    ref = [("ln.weight", (8,), "float32"), ("ln.bias", (8,), "float32")]
+    assert map_parameters(ref, [("bias", (8,), "float32"), ("weight", (8,), "float32")]).pairs == \
+        {"weight": "ln.weight", "bias": "ln.bias"}
+    ambiguous = map_parameters(ref, [("gamma", (8,), "float32"), ("beta", (8,), "float32")])
+    assert not ambiguous.unique and ambiguous.candidate_only == ["beta", "gamma"]
+    same = map_parameters(ref, list(ref))
+    assert same.unique and same.renamed == {}
+    single = map_parameters([("gemm.weight", (4, 3), "float32"), ("bias", (4,), "float32")],
+                            [("linear.weight", (4, 3), "float32"), ("shift", (4,), "float32")])
+    assert single.unique and single.pairs == {"linear.weight": "gemm.weight", "shift": "bias"}
+    extra = map_parameters(ref, [*ref, ("scratch", (8,), "float32")])
+    assert not extra.unique
+    other_dtype = map_parameters(ref, [("ln.weight", (8,), "float32"), ("ln.bias", (8,), "float64")])
+    assert not other_dtype.unique
+
+
+def test_repeated_shapes_pair_in_registration_order_among_equal_suffixes() -> None:
+    ref = [("net.0.weight", (4, 4), "float32"), ("net.2.weight", (4, 4), "float32")]
+    m = map_parameters(ref, [("fc1.weight", (4, 4), "float32"), ("fc2.weight", (4, 4), "float32")])
+    assert m.unique and m.pairs == {"fc1.weight": "net.0.weight", "fc2.weight": "net.2.weight"}
+    assert not map_parameters(ref, [("w1", (4, 4), "float32"), ("w2", (4, 4), "float32")]).unique
+
+
+# -- the stages driven by a fake worker ------------------------------------------------------------------------------
+
+class FakeWorker:
+    """Stands in for ``kbv.sandbox.launch.Worker``: replies come from a per-role script, no process."""
+
+    scripts: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+
+    def __init__(self, spec: Any, deadline: float):
+        self.spec = spec
+        self.tamper: set[str] = set()
+        self.isolation: dict[str, Any] = {}
+        self.script = self.scripts[spec.role]
+
+    def __enter__(self) -> "FakeWorker":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def call(self, msg: dict[str, Any], deadline: float) -> dict[str, Any]:
+        return self.script(msg)
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch) -> type[FakeWorker]:
+    monkeypatch.setattr(correctness, "Worker", FakeWorker)
+    monkeypatch.setattr(performance, "Worker", FakeWorker)
+    FakeWorker.scripts = {}
+    return FakeWorker
+
+
+def context(tmp_path: Path, **options: Any) -> PairContext:
+    problem = load_problem(problem_path("level1/5_ReLU"))
+    cand = tmp_path / "cand.py"
+    cand.write_text("class ModelNew: pass\n")
+    return PairContext(problem, Candidate.from_path(cand), EvalOptions(device="cpu", sandbox="off",
+                                                                       **options), "cpu")
+
+
+def timing_script(per_call_ms: float, host_ms: float, truncated: bool = False) -> Callable[[dict], dict]:
+    """A worker whose timer reports ``per_call_ms`` per trial, whose timing calls cost ``host_ms`` of extra wall
+    time (host work outside the kernel: input loading), and whose bursts take ``per_call_ms`` per call."""
+    def script(msg: dict[str, Any]) -> dict[str, Any]:
+        cmd = msg["cmd"]
+        if cmd == "setup":
+            return {}
+        if cmd == "memory":
+            return {"memory": {"peak_bytes": 1000, "method": "fake"}}
+        if cmd == "time":
+            n = 3 if truncated else 20
+            time.sleep((len(msg["baselines"]) * n * per_call_ms + host_ms) / 1e3)
+            out = {"timing": {b: {"times_ms": [per_call_ms] * n, "warmup": 1, "flush_bytes": 0, "truncated": truncated}
+                              for b in msg["baselines"]}, "flags": {}}
+            if msg.get("keep_output"):
+                out["kept"] = {"offset": 1, "structure": "single", "outputs": [], "changed_after_return": []}
+            return out
+        if cmd == "burst":
+            time.sleep(msg["calls"] * per_call_ms / 1e3)
+            return {}
+        if cmd == "forward":
+            return {}
+        if cmd == "judge":
+            return {"comparison": {"passed": True, "reason": ""}, "standard": True}
+        raise AssertionError(cmd)
+    return script
+
+
+def test_clock_check_agrees_with_the_burst_for_an_honest_kernel_with_more_host_work(fake, tmp_path) -> None:
+    """Issue 10, bug 2: a kernel 1.33x faster by the timer and by the burst, whose timing calls cost 2.8x the
+    reference's wall time per call (host work outside the kernel), is not flagged wall_clock_mismatch."""
+    fake.scripts = {"reference": timing_script(1.0, host_ms=5.0), "candidate": timing_script(0.75, host_ms=60.0)}
+    ctx = context(tmp_path, timing_pairs=1, protocol="verified")
+    performance.PerformanceStage(ctx).run()
+    wall = ctx.draft.timing_ms["wall_per_call"]
+    assert wall["candidate"] > 2 * wall["reference"]  # the per-call wall time the old check compared
+    burst = ctx.draft.timing_ms["burst"]
+    assert 1.2 < burst["wall_speedup"] < 1.5 and burst["claimed_speedup"] == pytest.approx(1 / 0.75)
+    assert "wall_clock_mismatch" not in ctx.evidence.observed
+
+
+def test_clock_check_flags_a_claim_the_burst_does_not_show(fake, tmp_path) -> None:
+    fake.scripts = {"reference": timing_script(1.0, host_ms=0.0), "candidate": timing_script(0.25, host_ms=0.0)}
+
+    def slow_burst(msg: dict[str, Any], inner=fake.scripts["candidate"]) -> dict[str, Any]:
+        if msg["cmd"] == "burst":
+            time.sleep(msg["calls"] * 1.0 / 1e3)  # back to back it is as slow as the reference
+            return {}
+        return inner(msg)
+
+    fake.scripts["candidate"] = slow_burst
+    ctx = context(tmp_path, timing_pairs=1, protocol="verified")
+    performance.PerformanceStage(ctx).run()
+    assert "wall_clock_mismatch" in ctx.evidence.observed
+
+
+def test_a_far_slower_kernel_is_timed_once_and_bounded(fake, tmp_path) -> None:
+    """Issue 10, bug 1: truncated timing ends the stage early with the speedup as an upper bound."""
+    calls: list[str] = []
+
+    def counting(script: Callable[[dict], dict], role: str) -> Callable[[dict], dict]:
+        def wrapped(msg: dict[str, Any]) -> dict[str, Any]:
+            calls.append(f"{role}:{msg['cmd']}")
+            return script(msg)
+        return wrapped
+
+    fake.scripts = {"reference": counting(timing_script(0.1, 0.0), "reference"),
+                    "candidate": counting(timing_script(5.0, 0.0, truncated=True), "candidate")}
+    ctx = context(tmp_path, timing_pairs=3)
+    performance.PerformanceStage(ctx).run()
+    assert ctx.evidence.timing_truncated
+    assert calls.count("candidate:time") == 1 and "candidate:burst" not in calls
+    for baseline in ("standard", "verified"):
+        s = ctx.draft.speedup[baseline]
+        assert s["bound"] == "upper" and s["value"] == pytest.approx(0.1 / 5.0)
+    assert decide(ctx.evidence, RULES).flags == ["timing_truncated"]
+
+
+def test_truncation_cap_follows_the_reference(fake, tmp_path) -> None:
+    seen: list[dict[str, Any]] = []
+    inner = timing_script(1.0, 0.0)
+
+    def recording(msg: dict[str, Any]) -> dict[str, Any]:
+        if msg["cmd"] == "time":
+            seen.append(dict(msg))
+        return inner(msg)
+
+    fake.scripts = {"reference": timing_script(1.0, 0.0), "candidate": recording}
+    ctx = context(tmp_path, timing_pairs=1, protocol="verified")
+    performance.PerformanceStage(ctx).run()
+    from kbv.protocol import TIMING_TRUNCATE_FACTOR
+    assert seen and all(m["cap_ms"]["verified"] == pytest.approx(TIMING_TRUNCATE_FACTOR * 20.0) for m in seen)
+
+
+def test_a_candidate_dying_while_timed_is_evidence_not_a_verdict(fake, tmp_path) -> None:
+    def dies(msg: dict[str, Any]) -> dict[str, Any]:
+        if msg["cmd"] == "time":
+            raise WorkerFailure("timeout", "time limit exceeded")
+        return timing_script(1.0, 0.0)(msg)
+
+    fake.scripts = {"reference": timing_script(1.0, 0.0), "candidate": dies}
+    ctx = context(tmp_path, timing_pairs=1)
+    performance.PerformanceStage(ctx).run()
+    failure = ctx.evidence.failure_in("performance", "candidate")
+    assert failure is not None and failure.kind == "timeout"
+
+
+def test_correctness_evidence_from_scripted_replies(fake, tmp_path) -> None:
+    """Findings of the correctness stage go to the evidence; a mutated input makes the verdict rejected."""
+    state = {"w": torch.ones(2)}
+
+    def reference(msg: dict[str, Any]) -> dict[str, Any]:
+        cmd = msg["cmd"]
+        if cmd == "setup":
+            return {"state": state, "shapes": {}, "device": {}}
+        if cmd == "perturb":
+            return {"state": state, "perturbed": ["w"]}
+        if cmd == "forward":
+            return {"nbytes": [8], "threads": [1, 1]}
+        if cmd == "judge":
+            return {"comparison": {"passed": True, "reason": "", "max_abs_error": 0.0, "max_rel_error": 0.0,
+                                   "error_ratio": 0.0, "centred_error": None}, "standard": True}
+        if cmd == "precision":
+            return {"outputs": []}
+        if cmd == "buffers":
+            return {"buffers": {}}
+        raise AssertionError(cmd)
+
+    def candidate(msg: dict[str, Any]) -> dict[str, Any]:
+        cmd = msg["cmd"]
+        if cmd == "setup":
+            return {"matched": ["w"], "candidate_only": [], "reference_only": [], "own": [["w", [2], "float32"]]}
+        if cmd == "load":
+            assert set(msg["state"]) == {"w"}
+            return {}
+        if cmd == "forward":
+            return {"outputs": [], "threads": [1, 1], "mutated_inputs": [0] if msg["distribution"] == "D2" else []}
+        if cmd == "fallback":
+            return {"outputs": [], "fallback": {}, "modules": {}}
+        if cmd == "buffers":
+            return {"buffers": {}}
+        raise AssertionError(cmd)
+
+    fake.scripts = {"reference": reference, "candidate": candidate}
+    ctx = context(tmp_path, trials=1)
+    ctx.evidence.compiled = True  # as after the compile stage
+    correctness.CorrectnessStage(ctx).run()
+    ev = ctx.evidence
+    assert ev.distributions == {d: "passed" for d in DISTRIBUTION_NAMES}
+    assert "input_mutated" in ev.observed and ctx.draft.correctness["input_use"]["mutated_inputs"] == {"D2": [0]}
+    assert decide(ev, RULES).verdict == "rejected"
+
+
+# -- issue 10, bug 5: the standard tolerance's version ---------------------------------------------------------------
+
+def test_standard_tolerance_versions() -> None:
+    from kbv import judge
+    from kbv.eval.options import OptionsError
+
+    ref = torch.linspace(1.0, 2.0, 64)
+    reply = {"outputs": [{"tensor": ref * (1 + 5e-4)}]}
+    expected = {"outputs": [{"tensor": ref}]}
+    v0 = EvalOptions(standard_tolerance="v0")
+    current = EvalOptions(standard_tolerance="current")
+    assert (v0.standard_tolerance_value, current.standard_tolerance_value) == (1e-2, 1e-4)
+    assert EvalOptions(standard_tolerance="current", precision="bf16").standard_tolerance_value == 1e-2
+    assert judge.standard_check(reply, expected, v0.standard_tolerance_value)
+    assert not judge.standard_check(reply, expected, current.standard_tolerance_value)
+    with pytest.raises(OptionsError, match="standard-tolerance"):
+        EvalOptions(standard_tolerance="v1").validate()
+
+
+def test_standard_tolerance_is_sent_to_the_judge_and_recorded(fake, tmp_path) -> None:
+    sent: list[dict[str, Any]] = []
+
+    def reference(msg: dict[str, Any]) -> dict[str, Any]:
+        if msg["cmd"] in ("setup", "perturb"):
+            return {"state": {}, "shapes": {}, "device": {}, "perturbed": []}
+        if msg["cmd"] == "judge":
+            sent.append(msg)
+            return {"comparison": {"passed": False, "reason": "x", "max_abs_error": 1.0, "max_rel_error": 1.0,
+                                   "error_ratio": 2.0, "centred_error": None}, "standard": False}
+        return {"nbytes": [], "threads": [1, 1], "buffers": {}}
+
+    fake.scripts = {"reference": reference,
+                    "candidate": lambda msg: {"matched": [], "candidate_only": [], "reference_only": [], "own": [],
+                                              "buffers": {}, "threads": [1, 1]}}
+    ctx = context(tmp_path, trials=1, standard_tolerance="current")
+    correctness.CorrectnessStage(ctx).run()
+    assert sent and all(m["standard_tolerance"] == 1e-4 for m in sent)
+    assert ctx.draft.correctness["standard_tolerance"] == {"version": "current", "atol": 1e-4, "rtol": 1e-4}
