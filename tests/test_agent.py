@@ -185,6 +185,12 @@ def test_decisions_dropout_keep_best_and_token_ledger(server, suite, tmp_path):
     assert summary["dsl_adoption"] == pytest.approx(1 / 5)
     assert summary["stop"] == "max_iters"
     assert json.loads((out / "summary.json").read_text())["problems"][0]["best"]["iteration"] == 7
+    (tagged,) = [json.loads(line) for line in (out / "final.jsonl").read_text().splitlines()]
+    assert tagged["agent"]["tokens"] == summary["tokens"] and tagged["agent"]["best_iteration"] == 7
+    from kbv import attest
+
+    check = attest.verify_file(out / "final.jsonl")  # written through kbv's signing writer
+    assert check.verified == 1 and not check.findings
     # retrieval ids are recorded per iteration, from every layer
     assert all(any(i.startswith("notes:") for i in e["retrieved"]) for e in its)
 
@@ -437,6 +443,9 @@ def test_cli_errors_are_one_line(tmp_path):
     r = runner.invoke(main, ["agent", "run", "--problems", "builtin", "--only", "nope", "--base-url", "x",
                              "--model", "m", "--out", str(tmp_path / "o")])
     assert r.exit_code == 2 and "matched no problem" in r.output
+    r = runner.invoke(main, ["agent", "run", "--problems", "builtin", "--start", str(CANDIDATES / "zeros.py"),
+                             "--base-url", "x", "--model", "m", "--out", str(tmp_path / "o")])
+    assert r.exit_code == 2 and "--start is one problem's kernel" in r.output
     r = runner.invoke(main, ["task", "export", "builtin:level1/5_ReLU", "--out", str(tmp_path / "t")])
     assert r.exit_code == 0 and (tmp_path / "t" / "task.json").is_file()
     r = runner.invoke(main, ["task", "export", "builtin:level1/5_ReLU", "--out", str(tmp_path / "t")])
@@ -543,5 +552,8 @@ def test_task_score_command(suite, tmp_path, monkeypatch):
     assert seen == [(({"batch_size": 7919, "dim": 104729},), "both")]
     assert "S_agg (overall): 0.25" in r.output and "CANARY" not in r.output
     assert json.loads(out.read_text())["problem"] == "level1/5_ReLU"
+    from kbv import attest
+
+    assert attest.verify_file(out).verified == 1
     r = runner.invoke(main, ["task", "score", str(task_dir)])  # the builtin suite's ReLU is the same file
     assert r.exit_code == 0 and "S_agg" not in r.output

@@ -17,6 +17,7 @@ from click.testing import CliRunner
 
 from kbv import attest
 from kbv.records import Record, RecordWriter, read_records
+from kbv.report.text import failure_note
 from kbv.verify_cmd import verified_records, verify_cmd
 
 
@@ -325,11 +326,25 @@ def test_report_reader_warns_on_each_failing_record_and_marks_imported(tmp_path,
     write(out, [json.dumps(data), lines[1], lines[3]])  # line 1 edited, seq 2 deleted
     RecordWriter(out).append(make_record(5, env={"source": "kernelbench"}))
     warnings: list[str] = []
+    bare = json.loads(lines[2])
+    del bare["auth"]
+    with out.open("a") as f:
+        f.write(json.dumps(bare) + "\n")
     records = list(verified_records(out, warnings.append))
-    assert [r["authenticated"] for r in records] == ["edited", "verified", "verified", "unauthenticated"]
-    assert [w.split(": ")[2] for w in warnings] == ["edited", "deleted", "1 unauthenticated record(s) (1 imported "
-                                                                         "from another harness)"]
-    assert all(w.startswith(f"kbv: {out}") for w in warnings)
+    assert [r["authenticated"] for r in records] == ["edited", "verified", "verified", "unauthenticated",
+                                                     "unauthenticated"]
+    # one line per failure, and for the bare record among signed ones; the imported one is only marked
+    assert [w.split(": ")[1:3] for w in warnings] == [[f"{out}:1", "edited"], [f"{out}:3", "deleted"],
+                                                      [f"{out}:5", "unauthenticated"]]
+    assert "unauthenticated" in failure_note(records[3]) and failure_note(records[1]) == ""
+
+
+def test_report_reader_is_silent_on_files_of_unauthenticated_records(tmp_path, key_file):
+    out = tmp_path / "kb.jsonl"
+    write(out, [make_record(i).to_json() for i in range(3)])  # e.g. written by another tool, no auth anywhere
+    warnings: list[str] = []
+    assert [r["authenticated"] for r in verified_records(out, warnings.append)] == ["unauthenticated"] * 3
+    assert warnings == []
 
 
 def test_report_reader_without_a_key_warns_once_and_still_reads(tmp_path, key_file, monkeypatch):

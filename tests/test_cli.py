@@ -169,6 +169,7 @@ def test_report_table_of_several_files(evaluated, runner, cache_env, tmp_path):
     out, _ = evaluated
     other = tmp_path / "other.jsonl"
     record = json.loads(out.read_text().splitlines()[0])
+    record.pop("auth")  # a hand-made record is unauthenticated (its edited content would fail verification)
     record.update(problem="level2/1_Gemm_Bias_ReLU", level=2, verdict="incorrect", standard_verdict="incorrect",
                   speedup={}, candidate_sha256="0" * 64)
     other.write_text(json.dumps(record) + "\n")

@@ -239,6 +239,7 @@ class FakeWorker:
         self.spec = spec
         self.tamper: set[str] = set()
         self.isolation: dict[str, Any] = {}
+        self.pid = None  # no process: the parent's /proc observations see nothing
         self.script = self.scripts[spec.role]
 
     def __enter__(self) -> "FakeWorker":
@@ -281,9 +282,13 @@ def timing_script(per_call_ms: float, host_ms: float, truncated: bool = False) -
             time.sleep((len(msg["baselines"]) * n * per_call_ms + host_ms) / 1e3)
             out = {"timing": {b: {"times_ms": [per_call_ms] * n, "warmup": 1, "flush_bytes": 0, "truncated": truncated}
                               for b in msg["baselines"]}, "flags": {}}
-            if msg.get("keep_output"):
-                out["kept"] = {"offset": 1, "structure": "single", "outputs": [], "changed_after_return": []}
+            if msg.get("ring_bytes") is not None:
+                out["ring"] = {b: {"kept": n, "changed_after_return": []} for b in msg["baselines"]}
             return out
+        if cmd == "kept":
+            return {"found": True, "structure": "single", "outputs": []}
+        if cmd == "drop":
+            return {}
         if cmd == "burst":
             time.sleep(msg["calls"] * per_call_ms / 1e3)
             return {}

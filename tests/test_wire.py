@@ -546,3 +546,41 @@ def test_sender_stalling_part_way_is_a_timeout_not_a_hang():
         wire.recv(b, deadline=time.monotonic() + 0.3)
     a.close()
     b.close()
+
+
+def test_send_to_a_receiver_that_stopped_reading_times_out():
+    """A worker that stops reading (SIGSTOP, a starved reader) cannot hang the parent's send past its deadline."""
+    a, b = multiprocessing.Pipe()
+    outcome: list[Any] = []
+
+    def sending() -> None:
+        try:
+            wire.send(a, {"t": torch.zeros(16 * 2**20)}, deadline=time.monotonic() + 0.3)  # 64 MiB, never read
+            outcome.append("sent")
+        except Exception as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=sending, daemon=True)
+    thread.start()
+    thread.join(10)
+    stuck = thread.is_alive()
+    b.close()  # unblocks a sender stuck in a blocking write
+    thread.join(5)
+    assert not stuck, "send blocked past its deadline"
+    assert len(outcome) == 1 and isinstance(outcome[0], wire.WireTimeout), outcome
+    assert os.get_blocking(a.fileno())  # the descriptor is blocking again
+    a.close()
+
+
+def test_send_with_a_deadline_round_trips_large_and_wide_frames():
+    a, b = multiprocessing.Pipe()
+    big = torch.arange(3 * 2**20, dtype=torch.float32)  # 12 MiB: many partial writes
+    msg = {"big": big, "again": big, "small": torch.tensor([1, 2], dtype=torch.int8), "n": 5}
+    thread = threading.Thread(target=wire.send, args=(a, msg, time.monotonic() + 30), daemon=True)
+    thread.start()
+    got = wire.recv(b, max_bytes=big.numel() * 4 + 2)
+    thread.join(5)
+    assert torch.equal(got["big"], big) and got["again"] is got["big"] and got["n"] == 5
+    assert torch.equal(got["small"], msg["small"])
+    a.close()
+    b.close()

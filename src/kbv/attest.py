@@ -195,8 +195,9 @@ def authenticate(data: dict[str, Any], fd: int, key: bytes, results: str | Path,
     than the file now ends with, the chain continues from the head, so the removed records show as a gap."""
     seq, prev = chain_tail(fd)
     head = _read_head(Path(results), key_file)
-    if os.fstat(fd).st_size and head is not None and head["seq"] + 1 > seq and (head["seq"] + 1, head["mac"]) != (seq, prev):
-        seq, prev = head["seq"] + 1, head["mac"]
+    ahead = head is not None and head["seq"] + 1 > seq and (head["seq"] + 1, head["mac"]) != (seq, prev)
+    if ahead and os.fstat(fd).st_size:  # an empty file starts afresh (a results file deleted on purpose)
+        seq, prev = head["seq"] + 1, head["mac"]  # type: ignore[index]
     return {**data, "auth": sign(key, seq, prev, data)}
 
 

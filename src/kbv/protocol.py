@@ -6,6 +6,7 @@ here and nowhere else; the README's tables are written from this module (``kbv p
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Final
 
@@ -248,6 +249,28 @@ BURST_DEVICE_BOUND: Final = 1.5  # ...when the reference's burst time per call i
 BURST_MAX_WALL_SPEEDUP: Final = 1.1  # ...and flags them when the burst shows at most this speedup
 TIMING_ROUNDS: Final = 4  # within a process pair, reference and candidate alternate in this many rounds (ABBA)
 REFERENCE_REMEASURE_TRIALS: Final = 10  # trials of the short re-measure when a cached reference time is reused
+
+# Timed inputs come from every distribution, in these proportions (a problem's declared skips left out): each block
+# of consecutive timed calls holds each distribution this many times, in an order drawn from the command's key.
+# The speedup is therefore the ratio of medians over this mix, not over D1 alone.
+TIMED_DISTRIBUTION_WEIGHTS: Final = {"D1": 5, "D2": 1, "D3": 1, "D4": 1, "D5": 1, "D6": 1}
+# Outputs of the timed calls a worker keeps until the parent has drawn the judged ones (after the pair's last round):
+# at most this many bytes over the pair; a command's trials are capped to what fits.
+RING_BYTES: Final = {"cuda": 8 * 2**30, "cpu": 256 * 2**20}
+JUDGED_TIMED_CALLS_PER_PAIR: Final = 1  # timed calls judged per process pair, drawn by the parent after its rounds
+BURST_INPUT_SETS: Final = 8  # distinct input sets a burst cycles through (one output of them is judged)
+
+
+def timed_call(key: int, index: int, names: tuple[str, ...]) -> tuple[int, str]:
+    """The seed and distribution of timed call ``index`` of the command whose key is ``key``, over the allowed
+    distribution ``names`` (``TIMED_DISTRIBUTION_WEIGHTS``): both workers and the parent derive the same, and no
+    worker holds a command's key before the command."""
+    pool = [name for name in names for _ in range(TIMED_DISTRIBUTION_WEIGHTS.get(name, 0))] or ["D1"]
+    block, slot = divmod(index, len(pool))
+    rank = [hashlib.blake2b(f"{key}:{block}:{i}".encode(), digest_size=8).digest() for i in range(len(pool))]
+    order = sorted(range(len(pool)), key=lambda i: rank[i])
+    seed = int.from_bytes(hashlib.blake2b(f"{key}:call:{index}".encode(), digest_size=8).digest(), "little") % 2**63
+    return seed, pool[order[slot]]
 BOOTSTRAP_RESAMPLES: Final = 2000
 CONFIDENCE: Final = 0.95
 

@@ -14,7 +14,7 @@ import os
 import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from kbv import attest
 from kbv.protocol import SCHEMA
@@ -98,22 +98,27 @@ class RecordWriter:
                 os.close(fd)
 
 
-def read_records(path: str | Path) -> Iterator[dict[str, Any]]:
-    """Every complete record in a results file (lines of other schemas or a truncated last line are skipped)."""
+def read_records(path: str | Path, warn: Callable[[str], None] | None = None) -> Iterator[dict[str, Any]]:
+    """Every complete record in a results file (lines of other schemas or a truncated last line are skipped;
+    ``warn`` gets one line per skipped line, naming the file, the line number and why)."""
     path = Path(path)
     if not path.exists():
         return
-    with path.open() as f:
-        for line in f:
+    with path.open(errors="replace") as f:
+        for number, line in enumerate(f, start=1):
             line = line.strip()
             if not line:
                 continue
             try:
                 data = json.loads(line)
-            except json.JSONDecodeError:
+            except json.JSONDecodeError as exc:
+                if warn:
+                    warn(f"{path}:{number}: skipped: not a JSON line ({exc.msg}; a torn or foreign line)")
                 continue
             if isinstance(data, dict) and str(data.get("schema", "")).startswith("kbv.result/"):
                 yield data
+            elif warn:
+                warn(f"{path}:{number}: skipped: not a kbv record (no kbv.result/ schema)")
 
 
 def recorded_keys(path: str | Path) -> set[tuple[str, str, int]]:

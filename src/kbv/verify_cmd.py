@@ -19,9 +19,9 @@ def _echo_err(line: str) -> None:
 
 def verified_records(path: str | Path, warn: Callable[[str], None] = _echo_err) -> Iterator[dict[str, Any]]:
     """The records of a results file, as :func:`kbv.records.read_records` gives them, each with
-    ``authenticated``: ``"verified"``, ``"unauthenticated"`` (imported from KernelBench or Atrex, or without auth)
-    or the failure (``"edited"``, ``"forged"``, ...). ``warn`` gets one line per record that fails verification
-    and one line per file for its unauthenticated records."""
+    ``authenticated``: ``"verified"``, ``"unauthenticated"`` (imported from KernelBench or Atrex, or without auth),
+    the failure (``"edited"``, ``"forged"``, ...), or ``"unverified"`` (no key here). ``warn`` gets one line per
+    record that fails verification, and per record without auth in a file that has authenticated ones."""
     path = Path(path)
     try:
         status = attest.verify_file(path)
@@ -30,12 +30,11 @@ def verified_records(path: str | Path, warn: Callable[[str], None] = _echo_err) 
         status = None
     kinds = status.status_of() if status else {}
     if status:
-        for f in status.failures:
-            warn(f"kbv: {path}:{f.line}: {f.kind}: {f.message}" if f.line else f"kbv: {path}: {f.kind}: {f.message}")
-        if status.unauthenticated:
-            imported = sum(1 for f in status.unauthenticated if f.kind == "imported")
-            warn(f"kbv: {path}: {len(status.unauthenticated)} unauthenticated record(s)"
-                 + (f" ({imported} imported from another harness)" if imported else ""))
+        signed = status.records > len(status.unauthenticated)  # the file has authenticated records
+        for f in status.findings:
+            if f.failed or (f.kind == "unauthenticated" and signed):  # a bare line among signed ones is suspect
+                warn(f"kbv: {path}:{f.line}: {f.kind}: {f.message}" if f.line else
+                     f"kbv: {path}: {f.kind}: {f.message}")
     with path.open("rb") as fh:
         for number, raw in enumerate(fh, start=1):
             if not raw.strip():

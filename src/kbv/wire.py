@@ -56,7 +56,7 @@ class WireError(ValueError):
 
 
 class WireTimeout(Exception):
-    """The sender stopped part-way through a message and the receiver's deadline passed."""
+    """The other side stopped part-way through a message (not sending, or not reading) past the deadline."""
 
 
 def split(obj: Any) -> tuple[bytes, list[torch.Tensor]]:
@@ -97,16 +97,36 @@ def _bytes_view(t: torch.Tensor) -> Any:
     return _numpy(_view(_reshape(t, -1), torch.uint8))
 
 
-def send(conn: Connection, obj: Any) -> None:
-    """Send JSON-compatible data in which torch.Tensors may appear anywhere (copied to host first)."""
-    send_parts(conn, *split(obj))
+def send(conn: Connection, obj: Any, deadline: float | None = None) -> None:
+    """Send JSON-compatible data in which torch.Tensors may appear anywhere (copied to host first). With a
+    ``deadline`` (time.monotonic), a receiver that stops reading makes it raise WireTimeout instead of blocking."""
+    send_parts(conn, *split(obj), deadline=deadline)
 
 
-def send_parts(conn: Connection, header: bytes, tensors: list[torch.Tensor]) -> None:
-    conn.send_bytes(header)
-    for t in tensors:
-        if _numel(t):
-            conn.send_bytes(_bytes_view(t))
+def send_parts(conn: Connection, header: bytes, tensors: list[torch.Tensor], deadline: float | None = None) -> None:
+    frames = [memoryview(header), *(memoryview(_bytes_view(t)).cast("B") for t in tensors if _numel(t))]
+    if deadline is None:
+        for frame in frames:
+            conn.send_bytes(frame)
+        return
+    fd = conn.fileno()
+    os.set_blocking(fd, False)  # the deadline is kept with poll; the descriptor is blocking again afterwards
+    try:
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        for frame in frames:
+            n = len(frame)
+            prefix = struct.pack("!i", n) if n <= 0x7FFFFFFF else struct.pack("!i", -1) + struct.pack("!Q", n)
+            for part in (memoryview(prefix), frame):
+                while part:
+                    try:
+                        part = part[os.write(fd, part[:_READ_CHUNK]):]
+                    except BlockingIOError:
+                        remaining = deadline - time.monotonic()
+                        if remaining <= 0 or not poller.poll(remaining * 1000):
+                            raise WireTimeout("the receiver stopped reading") from None
+    finally:
+        os.set_blocking(fd, True)
 
 
 def _parse_header(data: bytes) -> tuple[Any, list[tuple[torch.dtype, list[int], int]]]:

@@ -115,6 +115,8 @@ def agent_run(problem, problems, only, base_url, model, api, api_key_env, backen
     from kbv.study.client import Endpoint
 
     chosen = _problems(problem, problems, only)
+    if start is not None and len(chosen) > 1:
+        raise Fail("--start is one problem's kernel: give one problem (--problem, or --only)")
     try:
         knowledge = KnowledgeBase.default([parse_kb_option(v) for v in kb])
     except (FileNotFoundError, ValueError) as exc:

@@ -111,6 +111,21 @@ def extract_code(text: str, finish_reason: str | None = None) -> tuple[str | Non
     return result.code, result.status
 
 
+class _Plain:
+    def __init__(self, data: dict[str, Any]):
+        self.data = data
+
+    def to_json(self) -> str:
+        return json.dumps(self.data)
+
+
+def write_record(path: Path, record: dict[str, Any]) -> None:
+    """Append a result record (a dict) to a results file through kbv's writer, which signs it (``kbv.attest``)."""
+    from kbv.records import RecordWriter
+
+    RecordWriter(path).append(_Plain(record))
+
+
 def evaluation_summary(record: dict[str, Any]) -> dict[str, Any]:
     sp = fb.verified_speedup(record)
     return {"verdict": record.get("verdict"), "flags": list(record.get("flags") or []),
@@ -437,9 +452,12 @@ class Agent:
             self._write({"kind": "final", "problem": problem.key, "kernel_sha256": state.best["kernel_sha256"],
                          "kernel_file": state.best["kernel_file"], "iteration": state.best["iteration"],
                          "held_out_shapes": len(problem.held_out_shapes), "record": record}, entries)
-            if record.get("schema", "").startswith("kbv.result/"):
-                with (self.out / "final.jsonl").open("a") as f:
-                    f.write(json.dumps(record) + "\n")
+            if str(record.get("schema", "")).startswith("kbv.result/"):
+                its = [e for e in entries if e.get("kind") == "iteration"]
+                tagged = {**record, "agent": {"iterations": len([e for e in its if e["iteration"] > 0]),
+                                              "best_iteration": state.best["iteration"],
+                                              "tokens": state.tokens, "stop": stop}}
+                write_record(self.out / "final.jsonl", tagged)
         summary = summarize(entries, stop=stop)
         self._write({"kind": "summary", "problem": problem.key, "stop": stop, "summary": summary}, entries)
         return summary

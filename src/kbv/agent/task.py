@@ -18,6 +18,8 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from kbv.protocol import DISTRIBUTIONS
+
 TASK_SCHEMA = "kbv.task/1"
 CANDIDATE = "candidate.py"
 
@@ -33,15 +35,23 @@ _BACKEND = {"cuda": "CUDA C++ (torch.utils.cpp_extension.load_inline with cuda_s
             "cpp": "C++ for the CPU (torch.utils.cpp_extension.load_inline with cpp_sources)"}
 
 
+def _transform(d: Any) -> str:
+    """``x``, ``3x``, ``2x - 1``, ...: a distribution as the map kbv applies to the problem's inputs."""
+    scale = "" if d.scale == 1 else "-" if d.scale == -1 else f"{d.scale:g}"
+    shift = "" if not d.shift else f" {'-' if d.shift < 0 else '+'} {abs(d.shift):g}"
+    return f"{d.name} = {scale}x{shift}"
+
+
 def _instructions(problem: Any, backend: str, require_custom: bool) -> str:
     name = problem.path.name
     rules = [
         f"Write `{CANDIDATE}`: a Python file defining `class ModelNew(nn.Module)` with the same constructor "
         f"arguments and `forward` signature as `Model` in `{name}`, returning the same outputs (shapes, dtypes).",
         f"Write the kernels in {_BACKEND[backend]}.",
-        "Correctness is checked on six input distributions (the problem's own `get_inputs()`, scaled by 3, by "
-        "0.01, by -1, mapped to [-1, 1) and to [-100, 100)) with fresh random seeds, and the final score also uses "
-        "shapes that are not in this folder: write a kernel for any size, never for the sizes shown.",
+        f"Correctness is checked on {len(DISTRIBUTIONS)} input distributions, each from the problem's own "
+        f"`get_inputs()` x (floating inputs only): {', '.join(_transform(d) for d in DISTRIBUTIONS)}, with fresh "
+        "random seeds; the final score also uses shapes that are not in this folder: write a kernel for any size, "
+        "never for the sizes shown.",
         "Speed is measured against PyTorch with TF32 allowed (kbv's verified baseline); a kernel that is wrong, "
         "mutates its inputs, caches results or tampers with the harness scores nothing.",
     ]
@@ -125,7 +135,7 @@ def score_tasks(folders: list[str | Path], suite: str | Path, options: Any, out:
     """Evaluate each folder's final candidate against the suite's problem (held-out shapes included, full
     protocol); the records, and S_agg where the suite has ``evaluator/weights.json``. ``evaluate(problem,
     path, options) -> record dict`` defaults to kbv's pipeline."""
-    from kbv.agent.loop import KbvEvaluator
+    from kbv.agent.loop import KbvEvaluator, write_record
     from kbv.problems import discover, resolve_suite
 
     root = resolve_suite(suite)
@@ -152,9 +162,7 @@ def score_tasks(folders: list[str | Path], suite: str | Path, options: Any, out:
         record["task"] = str(folder)
         records.append(record)
         if out is not None:
-            Path(out).parent.mkdir(parents=True, exist_ok=True)
-            with Path(out).open("a") as f:
-                f.write(json.dumps(record) + "\n")
+            write_record(Path(out), record)
     result: dict[str, Any] = {"records": records, "s_agg": None}
     if (root / "evaluator" / "weights.json").is_file():
         from kbv.tracesuite.weights import aggregate, load_weights

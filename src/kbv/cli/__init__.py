@@ -179,7 +179,9 @@ def _run_labels(paths: list[Path]) -> dict[str, Path]:
 @click.option("--per-candidate/--no-per-candidate", default=None, help="Per-candidate table (default: one run).")
 def report(results, fmt, html_out, plots_dir, suite, per_candidate) -> None:
     """Compare one or more results files (one per model or run), side by side."""
-    runs = {label: list(read_records(path)) for label, path in _run_labels(list(results)).items()}
+    from kbv.verify_cmd import verified_records  # warns on stderr: records failing verification, unauthenticated ones
+
+    runs = {label: list(verified_records(path)) for label, path in _run_labels(list(results)).items()}
     universe = [p.key for p in discover(suite)] if suite else None
     comparison = compare_runs(runs, universe)
     if fmt == "json":
@@ -395,6 +397,10 @@ from kbv.agent.cli import agent, task  # noqa: E402
 
 main.add_command(agent)
 main.add_command(task)
+
+from kbv.verify_cmd import verify_cmd  # noqa: E402
+
+main.add_command(verify_cmd)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from kbv.eval.params import Mapping, for_candidate
 from kbv.eval.workspace import candidate_spec, reference_spec
 from kbv.problems import Problem
 from kbv.problems.candidates import Candidate
+from kbv.sandbox import observe
 from kbv.sandbox.launch import Worker, WorkerFailure, WorkerSpec
 
 
@@ -68,6 +69,8 @@ class PairContext:
         self.draft = Draft()
         self.evidence = Evidence()
         self.tamper: dict[str, set[str]] = {"candidate": set(), "reference": set()}
+        self.first_seen: dict[tuple[str, int], observe.Snapshot] = {}  # each worker's tree after its first call
+        self.growth: dict[str, dict[str, int]] = {}  # the most each role's trees grew since
 
     def candidate_state(self) -> dict[str, Any]:
         """The reference's state under the candidate's own names (``kbv.eval.params``)."""
@@ -84,6 +87,26 @@ class PairContext:
         self.tamper[worker.spec.role] |= worker.tamper
         if worker.spec.role == "candidate" and worker.isolation:
             self.draft.env.setdefault("isolation", {})["achieved"] = worker.isolation
+
+    def watch(self, worker: Worker, when: str) -> None:
+        """The parent's own look at a worker's process tree after a call (``kbv.sandbox.observe``): a candidate whose
+        threads or processes grow after its first call in a worker, beyond what the reference's grow in theirs, can
+        carry work past the call's end (``background_threads``)."""
+        role, pid = worker.spec.role, worker.pid
+        seen = observe.snapshot(pid)
+        if seen is None or pid is None:
+            return
+        first = self.first_seen.setdefault((role, pid), seen)
+        growth = self.growth.setdefault(role, {"threads": 0, "processes": 0})
+        growth["threads"] = max(growth["threads"], seen.threads - first.threads)
+        growth["processes"] = max(growth["processes"], seen.processes - first.processes)
+        if role != "candidate":
+            return
+        ref = self.growth.get("reference", {"threads": 0, "processes": 0})
+        if seen.processes - first.processes > ref["processes"] or seen.threads - first.threads > ref["threads"]:
+            self.evidence.see("background_threads")
+            self.draft.correctness.setdefault("input_use", {}).setdefault("observed_growth", {})[when or "call"] = {
+                "processes": [first.processes, seen.processes], "threads": [first.threads, seen.threads]}
 
     def note(self, section: str, key: str, distribution: str, value: Any) -> None:
         """``draft.correctness[section][key][distribution] = value`` (the record's per-distribution details)."""

@@ -19,6 +19,7 @@ from kbv.eval.context import PairContext, ReferenceFailed, failure_dict
 from kbv.eval.evidence import Failure
 from kbv.eval.params import describe, map_parameters
 from kbv.protocol import DISTRIBUTIONS, GUARD_BYTES, POISON_BYTES, PRECISION_CHECK, TOLERANCES
+from kbv.sandbox import observe
 from kbv.sandbox.launch import Worker, WorkerFailure
 
 Call = Callable[[Worker, dict[str, Any]], dict[str, Any]]
@@ -76,15 +77,21 @@ class CorrectnessStage:
     def cand_call(self, worker: Worker, msg: dict[str, Any]) -> dict[str, Any]:
         t0 = time.monotonic()
         try:
-            return worker.call(msg, t0 + max(0.0, self.options.timeout - self.spent))
+            reply = worker.call(msg, t0 + max(0.0, self.options.timeout - self.spent))
         finally:
             self.spent += time.monotonic() - t0
+        if msg.get("cmd") == "forward":  # not the profiled call: kbv's profiler may start threads of its own
+            self.ctx.watch(worker, msg.get("distribution", ""))
+        return reply
 
     def ref_call(self, worker: Worker, msg: dict[str, Any]) -> dict[str, Any]:
         try:
-            return worker.call(msg, time.monotonic() + self.options.timeout)
+            reply = worker.call(msg, time.monotonic() + self.options.timeout)
         except WorkerFailure as failure:
             raise ReferenceFailed(failure, "correctness") from None
+        if msg.get("cmd") == "forward":
+            self.ctx.watch(worker, msg.get("distribution", ""))
+        return reply
 
     def judge_msg(self, candidate_reply: dict[str, Any]) -> dict[str, Any]:
         return {"cmd": "judge", "candidate": candidate_reply, "precision": self.options.precision,
@@ -95,7 +102,7 @@ class CorrectnessStage:
     def run(self) -> None:
         ctx, options, ev = self.ctx, self.options, self.ev
         per_dist: dict[str, dict[str, Any]] = {}
-        first_d1: tuple[int, dict[str, Any]] | None = None  # (seed, candidate reply) of the first D1 trial
+        first_d1: tuple[int, dict[str, Any]] | None = None  # (seed, candidate reply) of a D1 trial, drawn after
         seeds: dict[str, list[int]] = {}
         failure: WorkerFailure | None = None
         try:
@@ -183,7 +190,7 @@ class CorrectnessStage:
     def _distributions(self, reference: Worker, candidate: Worker, per_dist: dict[str, dict[str, Any]],
                        seeds: dict[str, list[int]]) -> tuple[int, dict[str, Any]] | None:
         ctx, options, ev = self.ctx, self.options, self.ev
-        first_d1: tuple[int, dict[str, Any]] | None = None
+        d1_trials: list[tuple[int, dict[str, Any]]] = []
         for dist in DISTRIBUTIONS:
             if dist.name in ctx.problem.skip:
                 per_dist[dist.name] = {"status": "skipped", "reason": ctx.problem.skip[dist.name], "trials": 0}
@@ -199,8 +206,8 @@ class CorrectnessStage:
                 msg = {"cmd": "forward", "seed": seed, "distribution": dist.name}
                 ref_out = self.ref_call(reference, msg)
                 cand_out = self.cand_call(candidate, msg | poisoned(ref_out, 0))
-                if dist.name == "D1" and first_d1 is None:
-                    first_d1 = (seed, cand_out)
+                if dist.name == "D1":
+                    d1_trials.append((seed, cand_out))
                 self.check_input_use(cand_out, ref_out, dist.name)
                 judged = self.ref_call(reference, self.judge_msg(cand_out))
                 cmp = judged["comparison"]
@@ -215,11 +222,13 @@ class CorrectnessStage:
                     result["status"] = "failed"
                     result["reason"] = cmp["reason"]
                     break
-        return first_d1
+        # the D1 trial the poisoned re-run and the precision check use, drawn once every trial has run: no trial
+        # can know it is the one (kbv.protocol rule "no secret before use")
+        return secrets.SystemRandom().choice(d1_trials) if d1_trials else None
 
     def _poison_trial(self, reference: Worker, candidate: Worker, per_dist: dict[str, dict[str, Any]],
                       first_d1: tuple[int, dict[str, Any]]) -> None:
-        """The first D1 trial again, with the other poison in freed memory: the outputs must pass again and should
+        """A D1 trial again (drawn after all trials), with the other poison in freed memory: the outputs must pass again and should
         be the same bits. Failing only here means the kernel reads memory it never wrote."""
         seed, first = first_d1
         msg = {"cmd": "forward", "seed": seed, "distribution": "D1"}
@@ -239,7 +248,8 @@ class CorrectnessStage:
             self.ev.see("nondeterministic")
 
     def _precision_check(self, reference: Worker, first_d1: tuple[int, dict[str, Any]]) -> None:
-        """Error against float64 of the candidate's first D1 outputs and of the verified baseline's own run."""
+        """Error against float64 of the candidate's outputs of a D1 trial (drawn after all trials: every trial's
+        outputs are judged alike, so none can tell it is this one) and of the verified baseline's own run."""
         seed, first = first_d1
         reply = self.ref_call(reference, {"cmd": "precision", "seed": seed, "distribution": "D1", "candidate": first})
         check = PRECISION_CHECK[self.options.precision]
@@ -273,7 +283,9 @@ class CorrectnessStage:
         env = candidate.spec.env or {}
         roots = [Path(env[k]) for k in ("TORCH_EXTENSIONS_DIR", "TRITON_CACHE_DIR") if env.get(k)]
         modules = reply.get("modules") if isinstance(reply.get("modules"), dict) else {}
-        symbols = fallback_check.extension_symbols(roots, objects=[str(p) for p in modules.values()])
+        mapped = observe.foreign_objects(candidate.pid)  # the parent's own view: renamed or deleted ones too
+        symbols = fallback_check.extension_symbols(roots, objects=[*(str(p) for p in modules.values()),
+                                                                   *(str(m["read_as"]) for m in mapped)])
         profile = reply.get("fallback") if isinstance(reply.get("fallback"), dict) else {}
         verdict = fallback_check.classify(profile, symbols)
         gpu = None
@@ -287,6 +299,7 @@ class CorrectnessStage:
             "no_work_observed", "thresholds")} | {"seed": seed, "aten_ops": profile.get("aten_ops", {}),
                                                   "profiled_call_passed": bool(judged["comparison"]["passed"]),
                                                   "symbol_errors": symbols.get("errors"), "gpu": gpu,
+                                                  "mapped_objects": mapped,
                                                   "decided_by": "gpu device time" if gpu and
                                                   gpu["library_share_time"] is not None else "dispatch and symbols"}
         self.ev.see(*verdict.get("flags", []))

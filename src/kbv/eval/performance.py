@@ -22,9 +22,9 @@ from kbv.eval.correctness import as_float
 from kbv.eval.evidence import Failure
 from kbv.eval.refcache import ReferenceTimingCache, cache_key
 from kbv.protocol import (
-    BURST_DEVICE_BOUND, BURST_MAX_CALLS, BURST_MAX_WALL_SPEEDUP, BURST_MIN_CLAIM, BURST_TARGET_MS,
-    DEVICE_IN_USE_SLACK_BYTES, MEMORY_SLACK_BYTES, REFERENCE_REMEASURE_TRIALS, TIMING_ROUNDS, TIMING_RULES,
-    TIMING_TRUNCATE_FACTOR,
+    BURST_DEVICE_BOUND, BURST_INPUT_SETS, BURST_MAX_CALLS, BURST_MAX_WALL_SPEEDUP, BURST_MIN_CLAIM, BURST_TARGET_MS,
+    DEVICE_IN_USE_SLACK_BYTES, DISTRIBUTIONS, JUDGED_TIMED_CALLS_PER_PAIR, MEMORY_SLACK_BYTES,
+    REFERENCE_REMEASURE_TRIALS, RING_BYTES, TIMED_DISTRIBUTION_WEIGHTS, TIMING_ROUNDS, TIMING_RULES, TIMING_TRUNCATE_FACTOR, timed_call,
 )
 from kbv.sandbox.launch import Worker, WorkerFailure
 
@@ -46,6 +46,9 @@ class PerformanceStage:
         self.draft = ctx.draft
         self.baselines = list(ctx.options.baselines)
         self.truncated = False  # the candidate was far slower: timed once, with few trials
+        # the distributions timed inputs come from (a problem's declared skips left out): kbv.protocol.timed_call
+        self.names = tuple(d.name for d in DISTRIBUTIONS if d.name not in ctx.problem.skip)
+        self.ring_bytes = RING_BYTES[ctx.device] // (TIMING_ROUNDS * len(self.baselines))
 
     # -- workers --------------------------------------------------------------------------------------------------
 
@@ -97,11 +100,13 @@ class PerformanceStage:
                 with self._worker("reference", deadline) as reference:
                     if pair_index == 0:
                         memory_peaks["reference"] = self._call(reference, "reference",
-                                                               {"cmd": "memory", "seed": seed}, deadline)["memory"]
+                                                               {"cmd": "memory", "key": secrets.randbits(63),
+                                                                "names": self.names}, deadline)["memory"]
                     with self._worker("candidate", deadline) as candidate:
                         if pair_index == 0:
                             memory_peaks["candidate"] = self._call(candidate, "candidate",
-                                                                   {"cmd": "memory", "seed": seed}, deadline)["memory"]
+                                                                   {"cmd": "memory", "key": secrets.randbits(63),
+                                                                    "names": self.names}, deadline)["memory"]
                         self._time_pair(reference, candidate, pair_index, cached, seed, share, deadline,
                                         samples, warmups, flags, wall)
                 if self.truncated:
@@ -140,6 +145,7 @@ class PerformanceStage:
             else:
                 speedups[baseline] = stats.speedup_over_pairs(ref_groups, cand_groups, seed=seed % 2**32)
         draft.timing_ms["gpu_clocks"] = {"start": clocks_start, "end": clocks_end} if ctx.device == "cuda" else None
+        draft.timing_ms["input_distributions"] = {name: TIMED_DISTRIBUTION_WEIGHTS[name] for name in self.names}
         draft.speedup = speedups
         above = {b: s["value"] for b, s in speedups.items()
                  if s and s.get("value") and s["value"] > options.speedup_bound}
@@ -163,13 +169,15 @@ class PerformanceStage:
     def _time_pair(self, reference: Worker, candidate: Worker, pair_index: int, cached: dict[str, Any], seed: int,
                    share: float, deadline: float, samples: Samples, warmups: dict[str, dict[str, int]],
                    flags: dict[str, Any], wall: dict[str, list[float]]) -> None:
-        """One process pair: reference and candidate alternate in ABBA rounds, then the timed-output re-check. The
+        """One process pair: reference and candidate alternate in ABBA rounds, each timing command with a fresh key
+        for its inputs; then the judged timed calls, drawn by the parent among every call the candidate kept. The
         evaluator's own clock runs around every timing call (``wall``: [ms, calls, reported ms] per role); the
         candidate's trials are capped at ``TIMING_TRUNCATE_FACTOR`` times the reference's in the same round."""
         baselines = self.baselines
         workers = {"reference": reference, "candidate": candidate}
         roles = ("reference", "candidate")
-        kept: dict[str, Any] | None = None  # one timed call's output, taken inside the timer's loop
+        kept: list[tuple[int, str, int, int]] = []  # (round, baseline, index, key) of every call the candidate kept
+        keys: dict[int, int] = {}
         ref_round_ms: dict[str, float] = {}
         try:
             for role in roles:
@@ -178,8 +186,12 @@ class PerformanceStage:
             for round_index in range(TIMING_ROUNDS):
                 order = roles if round_index % 2 == 0 else roles[::-1]
                 for role in order:
-                    msg: dict[str, Any] = {"cmd": "time", "seed": seed, "baselines": baselines, "share": share,
-                                           "keep_output": role == "candidate"}
+                    key = secrets.randbits(63)
+                    msg: dict[str, Any] = {"cmd": "time", "key": key, "names": self.names, "baselines": baselines,
+                                           "share": share, "round": round_index}
+                    if role == "candidate":
+                        msg["ring_bytes"] = self.ring_bytes
+                        keys[round_index] = key
                     if role == "reference" and cached:
                         if round_index or pair_index:
                             continue  # cached: one short re-measure only
@@ -189,9 +201,8 @@ class PerformanceStage:
                     t0 = time.monotonic()
                     reply = self._call(workers[role], role, msg, deadline)
                     elapsed_ms = (time.monotonic() - t0) * 1e3
+                    self.ctx.watch(workers[role], f"timing round {round_index}")
                     flags[role] = reply["flags"]
-                    if "kept" in reply:
-                        kept = reply["kept"]
                     calls, reported = 0, 0.0
                     for b in baselines:
                         timing = reply["timing"][b]
@@ -203,8 +214,18 @@ class PerformanceStage:
                         reported += sum(times)
                         if role == "reference":
                             ref_round_ms[b] = max(ref_round_ms.get(b, 0.0), sum(times))
-                        elif timing.get("truncated"):
+                            continue
+                        if timing.get("truncated"):
                             self.truncated = True
+                        ring = (reply.get("ring") or {}).get(b) or {}
+                        n_kept = int(ring.get("kept", 0))
+                        # the kept calls are the last n_kept of the command's calls (estimates and warm-up first)
+                        first = 3 + int(timing["warmup"])
+                        kept.extend((round_index, b, first + i, key) for i in range(n_kept))
+                        if ring.get("changed_after_return"):
+                            self.ev.see("deferred_output")
+                            self.draft.integrity.setdefault("deferred_output", []).append(
+                                {"round": round_index, "baseline": b, "outputs": ring["changed_after_return"]})
                     totals = wall.setdefault(role, [0.0, 0, 0.0])
                     totals[0] += elapsed_ms
                     totals[1] += calls
@@ -215,39 +236,51 @@ class PerformanceStage:
                             {"role": role, "reported_ms": reported, "wall_ms": elapsed_ms})
                 if self.truncated:
                     break
-            if kept is not None:
-                self._judge_timed_output(reference, kept, seed, deadline)
+            self._judge_timed_outputs(reference, candidate, kept, deadline)
             if pair_index == 0 and not self.truncated:
-                self._burst_check(reference, candidate, seed, samples, deadline)
+                self._burst_check(reference, candidate, samples, deadline)
         finally:
             self.ctx.collect(reference)
             self.ctx.collect(candidate)
 
-    def _judge_timed_output(self, reference: Worker, kept: dict[str, Any], seed: int, deadline: float) -> None:
-        """The output of one timed call (picked at random inside the timer's loop and copied at once) judged like a
-        correctness trial against the reference on the same inputs, redrawn from the call's offset. Every timed
-        call reads fresh contents in the same buffers, so a kernel that caches or defers outputs across calls, or
-        that does less while it is being timed, answers wrong here; one whose output changes after the call
-        returned (work finished later by a thread or queue) is flagged as deferred."""
-        offset = int(kept["offset"])
-        self._call(reference, "reference", {"cmd": "forward", "seed": seed, "timing_offset": offset,
-                                            "distribution": "D1"}, deadline)
-        candidate_out = {"structure": kept["structure"], "outputs": kept["outputs"]}
-        judged = self._call(reference, "reference", {"cmd": "judge", "candidate": candidate_out,
-                                                     "precision": self.options.precision}, deadline)
-        comparison = judged["comparison"]
-        checks = self.draft.correctness.setdefault("timed_rechecks", [])
-        checks.append({"offset": offset, "passed": bool(comparison["passed"]), "reason": comparison.get("reason", ""),
-                       "changed_after_return": list(kept.get("changed_after_return", []))})
-        if kept.get("changed_after_return"):
-            self.ev.see("deferred_output")
-        if not comparison["passed"]:
+    def _judge(self, reference: Worker, candidate: Worker, fetch: dict[str, Any], timed: dict[str, Any],
+               deadline: float, what: dict[str, Any]) -> None:
+        """One kept candidate output judged like a correctness trial against the reference on the same inputs
+        (redrawn from the command's key)."""
+        got = self._call(candidate, "candidate", {"cmd": "kept", **fetch}, deadline)
+        seed, dist = timed_call(int(timed["key"]), int(timed["index"]), tuple(timed["names"]))
+        record = {**what, "distribution": dist, "found": bool(got.get("found"))}
+        if not got.get("found"):
+            record |= {"passed": False, "reason": "the kept output was not returned"}
+        else:
+            self._call(reference, "reference", {"cmd": "forward", "timed": timed}, deadline)
+            judged = self._call(reference, "reference", {
+                "cmd": "judge", "candidate": {"structure": got["structure"], "outputs": got["outputs"]},
+                "precision": self.options.precision}, deadline)
+            record |= {"passed": bool(judged["comparison"]["passed"]),
+                       "reason": judged["comparison"].get("reason", "")}
+        self.draft.correctness.setdefault("timed_rechecks", []).append(record)
+        if not record["passed"]:
             self.ev.see("timed_output_mismatch")
 
-    def _burst_check(self, reference: Worker, candidate: Worker, seed: int, samples: Samples,
-                     deadline: float) -> None:
+    def _judge_timed_outputs(self, reference: Worker, candidate: Worker, kept: list[tuple[int, str, int, int]],
+                             deadline: float) -> None:
+        """``JUDGED_TIMED_CALLS_PER_PAIR`` calls drawn by the parent, after the pair's rounds, among every timed
+        call the candidate kept: the worker never knows which call, round or baseline is judged."""
+        if not kept:
+            return
+        rng = secrets.SystemRandom()
+        for round_index, baseline, index, key in rng.sample(kept, min(JUDGED_TIMED_CALLS_PER_PAIR, len(kept))):
+            self._judge(reference, candidate, {"round": round_index, "baseline": baseline, "index": index,
+                                               "drop": False},
+                        {"key": key, "index": index, "names": self.names}, deadline,
+                        {"round": round_index, "baseline": baseline, "index": index})
+        self._call(candidate, "candidate", {"cmd": "drop"}, deadline)
+
+    def _burst_check(self, reference: Worker, candidate: Worker, samples: Samples, deadline: float) -> None:
         """The one check of the worker's timer against the parent's own clock, on back-to-back calls. Each role runs
-        a long and a short burst (``timer.burst``: no events, no flush); the difference over the difference in calls
+        a long and a short burst (``timer.burst``: no events, no flush, ``BURST_INPUT_SETS`` input sets drawn from a
+        fresh key); the difference over the difference in calls
         is the wall time per call, free of messaging and per-call harness overhead (input loading, which differs
         between kernels with different host work). Where the reference's wall time per call is its timed work (it
         is not bound by launch overhead), a candidate whose timer claims a clear speedup should show some of it
@@ -261,6 +294,7 @@ class PerformanceStage:
             return
         wall: dict[str, float] = {}
         counts: dict[str, int] = {}
+        keys: dict[str, int] = {}
         for role, worker in (("reference", reference), ("candidate", candidate)):
             # about BURST_TARGET_MS by the role's own timed median (a slow kernel gets few calls; one whose timer
             # claims too little gets many, up to BURST_MAX_CALLS)
@@ -269,8 +303,10 @@ class PerformanceStage:
             short = max(1, calls // 10)
             elapsed = []
             for n in (short, calls):
+                key = keys[role] = secrets.randbits(63)
                 t0 = time.perf_counter()
-                self._call(worker, role, {"cmd": "burst", "seed": seed, "baseline": baseline, "calls": n}, deadline)
+                self._call(worker, role, {"cmd": "burst", "key": key, "names": self.names, "baseline": baseline,
+                                          "calls": n}, deadline)
                 elapsed.append((time.perf_counter() - t0) * 1e3)
             wall[role] = max(elapsed[1] - elapsed[0], 1e-6) / (calls - short)
         claimed = ref_ms / medians["candidate"] if medians["candidate"] > 0 else math.inf
@@ -282,6 +318,11 @@ class PerformanceStage:
         if burst_mismatch(claimed, wall_speedup, device_bound):
             self.ev.see("wall_clock_mismatch")
             self.draft.integrity["wall_clock_burst"] = {"claimed_speedup": claimed, "wall_speedup": wall_speedup}
+        # burst calls are judged too: one of the long burst's input sets, drawn after the burst
+        sets = max(1, min(BURST_INPUT_SETS, counts["candidate"]))
+        s = secrets.randbelow(sets)
+        self._judge(reference, candidate, {"burst": s}, {"key": keys["candidate"], "index": s, "names": self.names},
+                    deadline, {"burst": True, "index": s})
 
     # -- the reference-timing cache (opt-in; off by default) ------------------------------------------------------
 

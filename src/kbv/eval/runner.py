@@ -10,8 +10,9 @@ single slot, since concurrent CPU runs would disturb each other's timings.
 from __future__ import annotations
 
 import queue
+import shutil
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Sequence
@@ -19,7 +20,9 @@ from typing import Callable, Sequence
 import warnings
 
 from kbv import envinfo
-from kbv.sandbox import health
+from kbv.eval.options import OptionsError
+from kbv.eval.workspace import SANDBOX_BUILD_ROOT, build_dir
+from kbv.sandbox import health, launch
 from kbv.sandbox import plan as sandbox_plan
 from kbv.problems.candidates import Pair
 from kbv.eval.evidence import Evidence, Failure
@@ -33,6 +36,74 @@ class RunSummary:
     evaluated: int
     skipped: int
     out: Path
+
+
+EXISTING = ("append", "overwrite", "error")  # what run_pairs does with a results file that already has content
+STOP_GRACE_S = 10.0  # after Ctrl-C, how long the runner waits for its threads once every worker is killed
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C during :func:`run_pairs`: every worker's process group was killed and the build folders of builds
+    cut short removed; the records already written stay (each is one whole line), so ``resume=True`` continues.
+    ``recorded``: records this run wrote; ``remaining``: pairs of this run not recorded; ``stuck``: threads that
+    had not finished after ``STOP_GRACE_S``."""
+
+    def __init__(self, recorded: int, remaining: int, out: Path, stuck: int = 0):
+        super().__init__(f"interrupted: {recorded} pairs recorded in {out}, {remaining} not evaluated")
+        self.recorded, self.remaining, self.out, self.stuck = recorded, remaining, out, stuck
+
+
+class IsolationWarning(UserWarning):
+    """Candidates run with less isolation than asked for (see ``sandbox_notice``)."""
+
+
+def sandbox_notice(sandbox: dict) -> str | None:
+    """One line saying that candidate isolation is reduced, why, and what to do; None when it is not."""
+    if sandbox["requested"] and not sandbox.get("reason"):
+        return None
+    reason = str(sandbox.get("reason") or "unknown reason")
+    if "turned off" in reason:
+        todo = "unset KBV_SANDBOX to isolate candidates again"
+    elif "not root" in reason:
+        todo = "run kbv as root (in a container or VM) to isolate candidates, or evaluate only code you trust"
+    else:
+        todo = "see docs/security.md; evaluate only code you trust until it is fixed"
+    return f"kbv: candidate isolation reduced ({reason}): {todo}"
+
+
+def _wait_all(futures: list[Future]) -> None:
+    """Wait for the futures in short slices (so Ctrl-C reaches this thread at once); re-raise the first error."""
+    pending = set(futures)
+    while pending:
+        done, pending = wait(pending, timeout=0.2, return_when=FIRST_EXCEPTION)
+        for f in done:
+            f.result()
+
+
+def _stop(pool: ThreadPoolExecutor, running: set[Future] | list[Future]) -> int:
+    """Kill every worker, cancel what has not started and wait (bounded) for the rest; returns the threads still
+    running after ``STOP_GRACE_S``."""
+    launch.stop_all()
+    pool.shutdown(wait=False, cancel_futures=True)
+    _, still = wait(list(running), timeout=STOP_GRACE_S)
+    return len(still)
+
+
+def _remove_partial_builds(pairs: Sequence[Pair], device: str, cache_dir: Path) -> None:
+    """The build folders of builds cut short by Ctrl-C: removed, so no later run imports a torn extension."""
+    for pair in pairs:
+        build = build_dir(pair.candidate, device, cache_dir)
+        for folder in (build, SANDBOX_BUILD_ROOT / build.name):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _remove_stale_locks(pairs: Sequence[Pair], device: str, cache_dir: Path) -> None:
+    """torch's extension lock files left by killed workers (a later load would wait on them forever)."""
+    for pair in pairs:
+        build = build_dir(pair.candidate, device, cache_dir)
+        for folder in (build, SANDBOX_BUILD_ROOT / build.name):
+            for lock in folder.glob("torch_extensions/*/lock"):
+                lock.unlink(missing_ok=True)
 
 
 class Progress:
@@ -68,38 +139,73 @@ def build_candidates(pairs: Sequence[Pair], options: EvalOptions, *, build_worke
     if options.build_jobs is None:  # share the cores among concurrent builds
         options = replace(options, build_jobs=max(1, envinfo.cpu_count() // build_workers))
     compiled: dict[str, CompileResult] = {}
+    building: dict[str, Pair] = {}
+    lock = threading.Lock()
 
-    def build(item: tuple[int, Pair]) -> None:
-        i, pair = item
+    def build(i: int, pair: Pair) -> None:
+        with lock:
+            building[pair.candidate.sha256] = pair
         result = compile_candidate(pair.problem, pair.candidate, options, device, slots[i % len(slots)])
+        if launch.stopped():  # cut short by Ctrl-C: not a result
+            return
         compiled[pair.candidate.sha256] = result
+        with lock:
+            building.pop(pair.candidate.sha256, None)
         progress.built(pair, result)
 
-    with ThreadPoolExecutor(max_workers=build_workers) as pool:
-        list(pool.map(build, enumerate(unique.values())))
+    pool = ThreadPoolExecutor(max_workers=build_workers)
+    futures = [pool.submit(build, i, pair) for i, pair in enumerate(unique.values())]
+    try:
+        _wait_all(futures)
+    except KeyboardInterrupt:
+        _stop(pool, futures)
+        with lock:
+            _remove_partial_builds(list(building.values()), device, options.cache_dir)
+        raise
+    finally:
+        pool.shutdown(wait=False)
     return compiled
 
 
 def run_pairs(pairs: Sequence[Pair], options: EvalOptions, out: str | Path, *, resume: bool = False,
               build_workers: int = 1, progress: Progress | None = None,
-              label: Callable[[Pair], str] | None = None) -> RunSummary:
+              label: Callable[[Pair], str] | None = None, existing: str = "append",
+              notice: Callable[[str], None] | None = None) -> RunSummary:
+    """Evaluate every pair into ``out``. ``existing``: what to do when ``out`` already has content and ``resume``
+    is off: ``append`` to it, ``overwrite`` it (deleted first), or ``error`` (``OptionsError``). ``notice`` gets
+    the one-line isolation warning (default: an ``IsolationWarning``). Ctrl-C raises :class:`Interrupted`."""
     options.validate()
+    if existing not in EXISTING:
+        raise OptionsError(f"existing must be one of {', '.join(EXISTING)} (got {existing!r})")
     progress = progress or Progress()
     device = envinfo.resolve_device(options.device)
     out = Path(out)
+    if not resume and out.exists() and out.stat().st_size > 0:
+        if existing == "error":
+            raise OptionsError(f"{out} already has records: give --resume (skip pairs already recorded), --append "
+                               "(add to it) or --overwrite (replace it)")
+        if existing == "overwrite":
+            out.unlink()
     out.parent.mkdir(parents=True, exist_ok=True)
     options = replace(options, protect=[*options.protect, str(out.resolve().parent)])
     sandbox = sandbox_plan.plan(options.sandbox, device)
-    if not sandbox["requested"] or sandbox.get("reason"):
-        warnings.warn(f"kbv: candidate isolation reduced: {sandbox.get('reason')}", stacklevel=2)
+    message = sandbox_notice(sandbox)
+    if message and notice:
+        notice(message)
+    elif message:  # no source line: the warning is about the machine, not about the caller's code
+        warnings.warn_explicit(message, IsolationWarning, filename="kbv", lineno=0, module="kbv.eval.runner")
     writer = RecordWriter(out)
     done = recorded_keys(out) if resume else set()
     todo = [p for p in pairs if p.key not in done]
     slots = device_slots(device)
+    launch.allow_workers()
 
     # 1. Builds, in parallel, one per distinct candidate file. 2. Evaluation over the device pool.
     progress.start(len({p.candidate.sha256 for p in todo}), len(todo))
-    compiled = build_candidates(todo, options, build_workers=build_workers, progress=progress)
+    try:
+        compiled = build_candidates(todo, options, build_workers=build_workers, progress=progress)
+    except KeyboardInterrupt:
+        raise Interrupted(0, len(todo), out) from None
 
     free: queue.Queue[int | None] = queue.Queue()
     for slot in slots:
@@ -108,10 +214,14 @@ def run_pairs(pairs: Sequence[Pair], options: EvalOptions, out: str | Path, *, r
     count = 0
     healthy = set(slots)
 
+    in_flight: dict[tuple[str, str, int], Pair] = {}
+
     def evaluate(pair: Pair) -> None:
         nonlocal count
         gpu = free.get()
         keep = True
+        with lock:
+            in_flight[pair.key] = pair
         try:
             name = label(pair) if label else str(pair.candidate.path)
             if gpu is None and device == "cuda":  # every GPU failed its health check: nothing left to run on
@@ -124,9 +234,12 @@ def run_pairs(pairs: Sequence[Pair], options: EvalOptions, out: str | Path, *, r
                     record.env["gpu_health"] = {"ok": keep, "note": note}
                     if not keep:
                         record.flags = sorted({*record.flags, "gpu_unhealthy"})
+            if launch.stopped():  # cut short by Ctrl-C: its failures are kbv's, not the candidate's
+                return
             writer.append(record)
             with lock:
                 count += 1
+                in_flight.pop(pair.key, None)
             progress.evaluated(record)
         finally:
             if keep or gpu is None:
@@ -137,9 +250,18 @@ def run_pairs(pairs: Sequence[Pair], options: EvalOptions, out: str | Path, *, r
                     if not healthy:
                         free.put(None)
 
-    with ThreadPoolExecutor(max_workers=len(slots)) as pool:
-        for future in [pool.submit(evaluate, p) for p in todo]:
-            future.result()
+    pool = ThreadPoolExecutor(max_workers=len(slots))
+    futures = [pool.submit(evaluate, p) for p in todo]
+    try:
+        _wait_all(futures)
+    except KeyboardInterrupt:
+        stuck = _stop(pool, futures)
+        with lock:
+            _remove_stale_locks(list(in_flight.values()), device, options.cache_dir)
+            recorded = count
+        raise Interrupted(recorded, len(todo) - recorded, out, stuck) from None
+    finally:
+        pool.shutdown(wait=False)
     return RunSummary(evaluated=count, skipped=len(pairs) - len(todo), out=out)
 
 

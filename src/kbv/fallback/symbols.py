@@ -172,7 +172,9 @@ def extension_symbols(build_root: str | os.PathLike[str] | Iterable[str | os.Pat
     "errors": [...]}``.
     """
     paths = shared_objects(build_root)
-    paths = sorted(set(paths) | {os.path.realpath(o) for o in objects if _is_elf(Path(o))})
+    # a /proc/<pid>/map_files entry opens the mapped file itself (a deleted or renamed one too): keep it as is
+    paths = sorted(set(paths) | {o if o.startswith("/proc/") else os.path.realpath(o) for o in objects
+                                 if _is_elf(Path(o))})
     libraries: set[str] = set()
     symbols: set[str] = set()
     per_object: dict[str, list[str]] = {}

@@ -136,11 +136,22 @@ def shipped_suites() -> list[str]:
     return sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith(("_", ".")))
 
 
-def discover(suite_dir: str | Path) -> list[Problem]:
-    """Every problem file under a suite folder (``level*/`` folders, or the folder itself), ordered by level and id."""
+def discover(suite_dir: str | Path, skipped: list[tuple[Path, str]] | None = None) -> list[Problem]:
+    """Every problem file under a suite folder (``level*/`` folders, or the folder itself), ordered by level and id.
+    A malformed problem file raises ``ProblemFormatError``; given a ``skipped`` list, it is left out and listed
+    there as (path, reason) instead."""
     root = Path(suite_dir)
     files = sorted(root.glob("level*/*.py")) or sorted(root.glob("*.py"))
-    problems = [load_problem(f) for f in files if PROBLEM_NAME.match(f.name)]
+    problems = []
+    for f in files:
+        if not PROBLEM_NAME.match(f.name):
+            continue
+        try:
+            problems.append(load_problem(f))
+        except ProblemFormatError as exc:
+            if skipped is None:
+                raise
+            skipped.append((f, str(exc)))
     held_out = held_out_shapes(root)
     problems = [replace(p, held_out_shapes=tuple(held_out[p.key])) if p.key in held_out else p for p in problems]
     return sorted(problems, key=lambda p: (p.level or 0, p.problem_id))

@@ -1,6 +1,8 @@
 """Aggregate figures over result records. Every definition a report shows lives here, and nowhere else.
 
 Which records count
+- Two different candidates (by hash) for the same problem and sample in one run are split into separate runs
+  (``separate_candidates``), never merged as one sample.
 - One sample per problem for every figure except pass@k: sample 0 (KernelBench's choice), or the lowest sample
   present. pass@k uses all samples.
 - The denominator of rates and fast_p is the problem *universe*: every problem of the suite when one is given,
@@ -126,8 +128,59 @@ def has_fallback_data(records: Iterable[dict[str, Any]]) -> bool:
     return any(isinstance(r.get("fallback"), dict) for r in records)
 
 
+def tf32_effect_possible(record: dict[str, Any]) -> bool | None:
+    """Whether the two baselines can run different kernels for this record: never on the CPU, and only where the
+    problem has TF32-eligible work (``roofline.flops`` counts ``tf32`` FLOPs); None where the record does not say."""
+    if ((record.get("env") or {}).get("device_kind")) == "cpu":
+        return False
+    flops = roofline_of(record).get("flops")
+    return bool(finite_number(flops.get("tf32"))) if isinstance(flops, dict) else None
+
+
+def triton_interpreted(record: dict[str, Any]) -> bool:
+    """Timed on the CPU with Triton kernels: the Triton interpreter's timings (the record's fallback data shows a
+    ``triton:`` call, or the candidate file, where it still exists, imports triton)."""
+    if ((record.get("env") or {}).get("device_kind")) != "cpu":
+        return False
+    calls = (record.get("fallback") or {}).get("own_calls") if isinstance(record.get("fallback"), dict) else None
+    if isinstance(calls, dict) and any(str(k).startswith("triton:") for k in calls):
+        return True
+    try:
+        source = open(str(record.get("candidate") or ""), encoding="utf-8", errors="replace").read(200_000)
+    except OSError:
+        return False
+    return bool(re.search(r"^\s*(import triton|from triton\b)", source, re.MULTILINE))
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Selection
+
+
+def separate_candidates(runs: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
+    """Runs in which two different candidates (by hash) share a (problem, sample) are split, so no figure merges
+    them: the n-th distinct candidate of each (problem, sample) goes to part n, labelled ``run [file]`` when one
+    candidate file makes up the part, else ``run #n``. Other runs are unchanged."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for label, records in runs.items():
+        order: dict[tuple[str, int], list[str]] = {}
+        for r in records:
+            seen = order.setdefault((r["problem"], int(r.get("sample", 0))), [])
+            if r.get("candidate_sha256") not in seen:
+                seen.append(r.get("candidate_sha256"))
+        if all(len(v) < 2 for v in order.values()):
+            out[label] = records
+            continue
+        parts: dict[int, list[dict[str, Any]]] = {}
+        for r in records:
+            n = order[(r["problem"], int(r.get("sample", 0)))].index(r.get("candidate_sha256"))
+            parts.setdefault(n, []).append(r)
+        for n, part in sorted(parts.items()):
+            names = {str(r.get("candidate") or "").replace("\\", "/").rsplit("/", 1)[-1] for r in part}
+            name = f"{label} [{names.pop()}]" if len(names) == 1 and "" not in names else f"{label} #{n + 1}"
+            while name in out or name in runs:
+                name += "'"
+            out[name] = part
+    return out
 
 
 def one_per_problem(records: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -429,6 +482,7 @@ class RunComparison:
 
 
 def compare_runs(runs: dict[str, list[dict[str, Any]]], suite: Iterable[str] | None = None) -> RunComparison:
+    runs = separate_candidates(runs)  # two candidates for one (problem, sample) are never merged
     universe = universe_of(runs, suite)
     curves = {}
     for label, records in runs.items():

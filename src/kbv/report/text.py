@@ -11,8 +11,13 @@ from typing import Any, Callable
 from rich.console import Console
 from rich.table import Table
 
-from kbv.report.metrics import Decomposition, GroupSummary, RunComparison, finite_number, speedup_of
+from kbv.report.metrics import (
+    VERDICT_KEY, Decomposition, GroupSummary, RunComparison, attainment_of, finite_number, level_of_key, roofline_of,
+    speedup_of, tf32_effect_possible, triton_interpreted,
+)
 from kbv.protocol import FAST_P_THRESHOLDS
+
+NO_TF32_EFFECT = "no TF32 effect possible"
 
 _STYLE = {"correct": "green", "incorrect": "red", "rejected": "magenta", "compile_error": "yellow",
           "runtime_error": "yellow", "timeout": "yellow"}
@@ -56,6 +61,8 @@ def summary_rows(comparison: RunComparison, groups: dict[str, list[GroupSummary]
               "correct but slower", "mem. efficiency", "mem. ratio (ref/kernel)", "raised peak", "exploit rate",
               "attainment", "S_agg", *[f"pass@{k}" for k in ks]]
     names = list(dict.fromkeys(g.name for gs in groups.values() for g in gs))
+    placeholder = {run: any(ceilings_source(r) == "placeholder" for r in comparison.records.get(run, []))
+                   for run in comparison.runs}
     rows = []
     for name in names:
         for run in comparison.runs:
@@ -70,7 +77,7 @@ def summary_rows(comparison: RunComparison, groups: dict[str, list[GroupSummary]
                 f"{times(g.geomean_all_verified)} | {times(g.geomean_all_standard)}",
                 pct(g.correct_but_slower), pct(g.memory_efficiency), times(g.memory_leaderboard_ratio),
                 pct(g.memory_raised_share), pct(g.exploit_rate),
-                "-" if g.attainment_median is None else f"{g.attainment_median:.2f}",
+                attainment_cell(g.attainment_median, placeholder[run]),
                 "-" if g.s_agg is None else f"{g.s_agg:.3f}",
                 *[pct(g.pass_at_k.get(k)) for k in ks],
             ])
@@ -85,8 +92,12 @@ def decomposition_rows(comparison: RunComparison) -> tuple[list[str], list[list[
         for d in comparison.decomposition.get(run, []):
             first, last = d.steps[0], d.steps[-1]
             cells = [f"{times(first.geomean)} / fast_1 {pct(first.fast_1)}"]
+            tf32 = tf32_possible(group_records(comparison, run, d.group))
             for step in ("(a) TF32 baseline", "(b) hidden distributions", "(c) hack rejection", "residual"):
                 e = d.effects[step]
+                if step.startswith("(a)") and not tf32:
+                    cells.append(NO_TF32_EFFECT)
+                    continue
                 cells.append(f"{signed(e['geomean'], lambda v: f'{v:.2f}x')} / "
                              f"{signed(e['fast_1'], lambda v: f'{100 * v:.0f} pts')}")
             cells.append(f"{times(last.geomean)} / fast_1 {pct(last.fast_1)}")
@@ -94,55 +105,128 @@ def decomposition_rows(comparison: RunComparison) -> tuple[list[str], list[list[
     return header, rows
 
 
-def mover_lines(d: Decomposition) -> list[str]:
+def group_records(comparison: RunComparison, run: str, group: str) -> list[dict[str, Any]]:
+    """The records of a run that a decomposition group ("overall" or "level N") counts."""
+    records = comparison.records.get(run, [])
+    if not group.startswith("level "):
+        return records
+    level = group.split(" ", 1)[1]
+    return [r for r in records if str(r.get("level") if isinstance(r.get("level"), int)
+                                      else level_of_key(str(r.get("problem")))) == level]
+
+
+def tf32_possible(records: list[dict[str, Any]]) -> bool:
+    """Whether step (a) can show anything but noise: some record ran where the baselines differ (not on the CPU,
+    with TF32-eligible work, or records that do not say)."""
+    return any(tf32_effect_possible(r) is not False for r in records)
+
+
+def mover_lines(d: Decomposition, records: list[dict[str, Any]] | None = None) -> list[str]:
+    """The problems each step moved most; step (a) is left out where no TF32 effect is possible (``records``: the
+    group's records; without them step (a) is always shown)."""
+    by_problem = {str(r.get("problem")): r for r in records or []}
+    no_tf32 = records is not None and not tf32_possible(records)
     lines = []
     for step in d.steps[1:4]:
         if not step.moved:
             continue
+        if step.name.startswith("(a)") and no_tf32:
+            lines.append(f"{step.name}: {NO_TF32_EFFECT} (the CPU, or no TF32-eligible matmul or convolution)")
+            continue
         parts = []
         for m in step.moved:
             s, v = m.get("standard"), m.get("verified")
-            note = f"{times(s)} -> {times(v)}" if step.name.startswith("(a)") else \
-                f"standard {times(s)}, {m.get('verdict')}" + (f" ({', '.join(m['failed'])})" if m.get("failed") else "")
+            if step.name.startswith("(a)"):
+                r = by_problem.get(m["problem"])
+                noise = r is not None and ci_contains_one(r, "verified") and ci_contains_one(r, "standard")
+                note = f"{times(s)} -> {times(v)}" + (" (both intervals contain 1.0)" if noise else "")
+            else:
+                note = f"standard {times(s)}, {m.get('verdict')}" + (f" ({', '.join(m['failed'])})" if m.get("failed")
+                                                                      else "")
             parts.append(f"{m['problem']} {note}")
         lines.append(f"{step.name}: " + "; ".join(parts))
     return lines
 
 
+def candidate_name(record: dict[str, Any]) -> str:
+    """The candidate's file name (its path's last part), else the start of its hash."""
+    name = str(record.get("candidate") or "").replace("\\", "/").rsplit("/", 1)[-1]
+    return name or str(record.get("candidate_sha256") or "?")[:12]
+
+
+def ceilings_source(record: dict[str, Any]) -> str | None:
+    ceilings = roofline_of(record).get("ceilings")
+    return ceilings.get("source") if isinstance(ceilings, dict) else None
+
+
+def attainment_cell(value: float | None, placeholder: bool) -> str:
+    """Roofline attainment: marked when the ceilings are placeholders (the CPU) and suspect above 1."""
+    if value is None:
+        return "-"
+    cell = f"{value:.2f}"
+    if value > 1:
+        cell += " suspect (>1)"
+    return cell + " (placeholder ceilings)" if placeholder else cell
+
+
 def record_rows(records: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
-    header = ["problem", "sample", "verdict", "standard", "speedup verified [95% CI]", "speedup standard",
-              "peak mem kernel / ref", "flags", "note"]
+    header = ["problem", "candidate", "sample", "verdict", "standard", "speedup verified [95% CI]",
+              "speedup standard", "peak mem kernel / ref", "attainment", "flags", "note"]
     rows = []
     for r in records:
         mem = r.get("memory_bytes") or {}
-        rows.append([str(r.get("problem")), str(r.get("sample")), str(r.get("verdict")), str(r.get("standard_verdict")),
-                     _speedup_cell(r, "verified"), _speedup_cell(r, "standard"),
+        rows.append([str(r.get("problem")), candidate_name(r), str(r.get("sample")), str(r.get("verdict")),
+                     str(r.get("standard_verdict")), speedup_cell(r, "verified"), speedup_cell(r, "standard"),
                      f"{human_bytes(mem.get('candidate_peak'))} / {human_bytes(mem.get('reference_peak'))}",
+                     attainment_cell(attainment_of(r), ceilings_source(r) == "placeholder"),
                      ", ".join(r.get("flags") or []), failure_note(r)])
     return header, rows
 
 
-def _speedup_cell(record: dict[str, Any], baseline: str) -> str:
+def speedup_interval(record: dict[str, Any], baseline: str) -> tuple[float, float] | None:
+    entry = ((record.get("speedup") or {}).get(baseline)) or {}
+    low, high = finite_number(entry.get("ci_low")), finite_number(entry.get("ci_high"))
+    return (low, high) if low is not None and high is not None else None
+
+
+def ci_contains_one(record: dict[str, Any], baseline: str) -> bool:
+    ci = speedup_interval(record, baseline)
+    return ci is not None and ci[0] <= 1.0 <= ci[1]
+
+
+def speedup_cell(record: dict[str, Any], baseline: str) -> str:
+    """A speedup with its interval; marked when the interval contains 1.0, when the kernel is not correct under
+    that protocol (so the figure does not count) and when it was timed under the Triton interpreter (the CPU)."""
     value = speedup_of(record, baseline)
     if value is None:
         return "-"
-    entry = record["speedup"][baseline]
-    low, high = entry.get("ci_low"), entry.get("ci_high")
-    if isinstance(low, (int, float)) and isinstance(high, (int, float)):
-        return f"{value:.2f}x [{low:.2f}, {high:.2f}]"
-    return f"{value:.2f}x"
+    ci = speedup_interval(record, baseline)
+    cell = f"{value:.2f}x" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
+    if ci_contains_one(record, baseline):
+        cell += " ~1 (interval contains 1.0)"
+    if triton_interpreted(record):
+        cell += " (Triton interpreter)"
+    verdict = record.get(VERDICT_KEY[baseline])
+    if verdict != "correct":
+        cell = f"({cell}; {verdict}, not counted)"
+    return cell
+
+
+_speedup_cell = speedup_cell  # the name other modules used before
 
 
 def failure_note(record: dict[str, Any]) -> str:
+    auth = record.get("authenticated")  # kbv.verify_cmd.verified_records: unauthenticated, edited, forged, ...
+    mark = f"{auth}; " if auth not in (None, "verified", "unverified") else ""
     if record.get("error"):
         err = record["error"]
-        return f"{err.get('stage', '')}: {err.get('message', '')}"[:100]
+        return mark + f"{err.get('stage', '')}: {err.get('message', '')}"[:100]
     corr = record.get("correctness") or {}
     failed = corr.get("failed_distributions") or []
     if failed:
         dist = (corr.get("distributions") or {}).get(failed[0], {})
-        return f"fails {', '.join(failed)}: {dist.get('reason', '')}"[:100]
-    return ""
+        return mark + f"fails {', '.join(failed)}: {dist.get('reason', '')}"[:100]
+    return mark.removesuffix("; ")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -166,10 +250,42 @@ def _columns(table: tuple[list[str], list[list[str]]], wanted: tuple[str, ...]) 
     return [header[i] for i in idx], [[row[i] for i in idx] for row in rows]
 
 
+def _token_width(text: str) -> int:
+    return max((len(w) for w in str(text).split()), default=0)
+
+
+def fit_columns(header: list[str], rows: list[list[str]], width: int | None, keep: int = 2
+                ) -> list[tuple[list[str], list[list[str]]]]:
+    """Split a table's columns into tables that each fit ``width`` characters, so that no cell is ever cut inside
+    a word or number (cells wrap only at spaces); the first ``keep`` columns (what a row is) repeat in each."""
+    if not width or not header:
+        return [(header, rows)]
+    need = [max(_token_width(h), *(_token_width(r[i]) for r in rows)) + 3 if rows else _token_width(h) + 3
+            for i, h in enumerate(header)]
+    keep = min(keep, len(header))
+    fixed = 1 + sum(need[:keep])
+    chunks: list[list[int]] = []
+    current: list[int] = []
+    used = fixed
+    for i in range(keep, len(header)):
+        if current and used + need[i] > width:
+            chunks.append(current)
+            current, used = [], fixed
+        current.append(i)
+        used += need[i]
+    if current or not chunks:
+        chunks.append(current)
+    out = []
+    for chunk in chunks:
+        idx = list(range(keep)) + chunk
+        out.append(([header[i] for i in idx], [[row[i] for i in idx] for row in rows]))
+    return out
+
+
 def _rich_table(title: str, header: list[str], rows: list[list[str]], style_col: int | None = None) -> Table:
     table = Table(title=title)
-    for col in header:
-        table.add_column(col, overflow="fold")
+    for i, col in enumerate(header):
+        table.add_column(col, overflow="fold", min_width=max([_token_width(col), *(_token_width(r[i]) for r in rows)]))
     for row in rows:
         cells = list(row)
         if style_col is not None:
@@ -178,32 +294,68 @@ def _rich_table(title: str, header: list[str], rows: list[list[str]], style_col:
     return table
 
 
+def print_table(console: Console, title: str, header: list[str], rows: list[list[str]], style: str | None = None,
+                keep: int = 2) -> None:
+    """A table on the console, split by columns to the console's width (``COLUMNS``) so nothing is cut."""
+    chunks = fit_columns(header, rows, console.width, keep)
+    for n, (h, r) in enumerate(chunks):
+        style_col = h.index(style) if style in h else None
+        console.print(_rich_table(title if n == 0 else f"{title} (continued)", h, r, style_col=style_col))
+
+
 def print_report(comparison: RunComparison, console: Console | None = None, per_candidate: bool | None = None) -> None:
     console = console or Console()
     if per_candidate if per_candidate is not None else len(comparison.runs) == 1:
         for run in comparison.runs:
-            console.print(_rich_table(f"Results per candidate: {run}", *record_rows(comparison.records[run]),
-                                      style_col=2))
+            print_table(console, f"Results per candidate: {run}", *record_rows(comparison.records[run]),
+                        style="verdict", keep=1)
     for title, cols in TERMINAL_TABLES:
-        console.print(_rich_table(title, *_columns(summary_rows(comparison), cols)))
-    console.print(_rich_table("From the standard to the verified figure (geomean speedup / fast_1), step by step",
-                              *decomposition_rows(comparison)))
+        print_table(console, title, *_columns(summary_rows(comparison), cols))
+    print_table(console, "From the standard to the verified figure (geomean speedup / fast_1), step by step",
+                *decomposition_rows(comparison))
     for run in comparison.runs:
         overall = comparison.decomposition[run][-1]
-        for line in mover_lines(overall):
-            console.print(f"  {run} {line}")
+        for line in mover_lines(overall, comparison.records[run]):
+            console.print(f"  {run} {line}", highlight=False)
     family_cols = ("group", "run", "n", "correct ver|std", "DSL adoption", "fast_1 ver|std", "geomean ver|std",
                    "exploit rate")
-    console.print(_rich_table("Per problem family", *_columns(summary_rows(comparison, comparison.families),
-                                                               family_cols)))
+    print_table(console, "Per problem family", *_columns(summary_rows(comparison, comparison.families), family_cols))
     if any(comparison.regimes.values()):
-        console.print(_rich_table("Memory- vs compute-bound", *_columns(
-            summary_rows(comparison, comparison.regimes), family_cols + ("attainment",))))
+        print_table(console, "Memory- vs compute-bound", *_columns(
+            summary_rows(comparison, comparison.regimes), family_cols + ("attainment",)))
     console.print(
-        f"Over {len(comparison.universe)} problems, one sample each (sample 0); missing kernels count as failed. "
+        f"Over {len(comparison.universe)} problems, one sample each (sample 0); missing kernels count as failed; "
+        "two different candidates for one problem are separate runs. "
         "fast_p: share correct and faster than p x the baseline. verified = D1-D6 checks and the TF32 baseline; "
-        "standard = D1 + allclose(1e-2) and the fp32 (TF32 off) baseline. Definitions: kbv/metrics.py."
+        "standard = D1 + allclose(1e-2) and the fp32 (TF32 off) baseline. Speedups of kernels that are not correct "
+        "are shown in parentheses and never counted. Definitions: kbv/report/metrics.py.", highlight=False
     )
+
+
+def pair_block(record: dict[str, Any]) -> list[str]:
+    """One evaluated pair as a compact block of lines: verdicts, failed distributions with their reasons, both
+    speedups with intervals, memory, roofline and flags (what a single-pair ``kbv eval`` prints)."""
+    lines = [f"{record.get('problem')}  <-  {candidate_name(record)} (sample {record.get('sample')})",
+             f"  verdict: {record.get('verdict')}   standard protocol: {record.get('standard_verdict')}"]
+    err = record.get("error")
+    if isinstance(err, dict) and err:
+        lines.append(f"  error ({err.get('stage', '?')}, {err.get('kind', '?')}): {err.get('message', '')}")
+    corr = record.get("correctness") or {}
+    dists = corr.get("distributions") or {}
+    for name in corr.get("failed_distributions") or []:
+        lines.append(f"  fails {name}: {(dists.get(name) or {}).get('reason', '')}")
+    for baseline in ("verified", "standard"):
+        if speedup_of(record, baseline) is not None:
+            lines.append(f"  speedup {baseline}: {speedup_cell(record, baseline)}")
+    mem = record.get("memory_bytes") or {}
+    if mem.get("candidate_peak") is not None or mem.get("reference_peak") is not None:
+        lines.append(f"  peak memory: kernel {human_bytes(mem.get('candidate_peak'))}, reference "
+                     f"{human_bytes(mem.get('reference_peak'))}")
+    att = attainment_of(record)
+    if att is not None:
+        lines.append(f"  roofline attainment: {attainment_cell(att, ceilings_source(record) == 'placeholder')}")
+    lines.append(f"  flags: {', '.join(record.get('flags') or []) or '-'}")
+    return lines
 
 
 def markdown_report(comparison: RunComparison) -> str:
@@ -217,7 +369,7 @@ def markdown_report(comparison: RunComparison) -> str:
              "## Summary (verified | standard)", "", table(*summary_rows(comparison)), "",
              "## From the standard to the verified figure", "", table(*decomposition_rows(comparison)), ""]
     for run in comparison.runs:
-        for line in mover_lines(comparison.decomposition[run][-1]):
+        for line in mover_lines(comparison.decomposition[run][-1], comparison.records[run]):
             parts.append(f"- {run} {line}")
     parts += ["", "## Per problem family", "", table(*summary_rows(comparison, comparison.families)), ""]
     if any(comparison.regimes.values()):
@@ -225,24 +377,67 @@ def markdown_report(comparison: RunComparison) -> str:
     return "\n".join(parts)
 
 
+CANDIDATE_FIELDS = ("run", "problem", "candidate", "candidate_sha256", "sample", "verdict", "standard_verdict",
+                    "speedup_verified", "speedup_verified_ci_low", "speedup_verified_ci_high", "counted_verified",
+                    "speedup_standard", "speedup_standard_ci_low", "speedup_standard_ci_high", "counted_standard",
+                    "timing", "failed_distributions", "flags", "candidate_peak_bytes", "reference_peak_bytes",
+                    "attainment", "ceilings_source", "error")
+
+
+def candidate_rows(comparison: RunComparison) -> list[dict[str, Any]]:
+    """One row per record of every run (all samples): what the per-candidate table shows, as plain values.
+    ``counted_*``: whether the speedup counts (the kernel is correct under that protocol); ``timing``:
+    ``triton_interpreter`` for Triton kernels timed on the CPU, else ``native``."""
+    rows = []
+    for run in comparison.runs:
+        for r in comparison.records[run]:
+            mem = r.get("memory_bytes") or {}
+            err = r.get("error") if isinstance(r.get("error"), dict) else None
+            row: dict[str, Any] = {"run": run, "problem": r.get("problem"), "candidate": r.get("candidate"),
+                                   "candidate_sha256": r.get("candidate_sha256"), "sample": r.get("sample"),
+                                   "verdict": r.get("verdict"), "standard_verdict": r.get("standard_verdict")}
+            for baseline in ("verified", "standard"):
+                ci = speedup_interval(r, baseline)
+                row[f"speedup_{baseline}"] = speedup_of(r, baseline)
+                row[f"speedup_{baseline}_ci_low"], row[f"speedup_{baseline}_ci_high"] = ci if ci else (None, None)
+                row[f"counted_{baseline}"] = r.get(VERDICT_KEY[baseline]) == "correct"
+            row.update(timing="triton_interpreter" if triton_interpreted(r) else "native",
+                       failed_distributions=list((r.get("correctness") or {}).get("failed_distributions") or []),
+                       flags=list(r.get("flags") or []), candidate_peak_bytes=finite_number(mem.get("candidate_peak")),
+                       reference_peak_bytes=finite_number(mem.get("reference_peak")), attainment=attainment_of(r),
+                       ceilings_source=ceilings_source(r),
+                       error=f"{err.get('stage', '')}: {err.get('message', '')}" if err else None)
+            rows.append({k: row[k] for k in CANDIDATE_FIELDS})
+    return rows
+
+
 def json_report(comparison: RunComparison) -> str:
     data = asdict(comparison)
     data.pop("records")
+    data["candidates"] = candidate_rows(comparison)
     return json.dumps(data, indent=2, default=str)
 
 
 def csv_report(comparison: RunComparison) -> str:
+    """Group rows (kind level, family, regime) and then one row per record (kind candidate, with the columns of
+    ``CANDIDATE_FIELDS`` after the group columns; lists joined with ';')."""
     buf = io.StringIO()
     writer = csv.writer(buf)
     fields = [f for f in GroupSummary.__dataclass_fields__ if f not in ("fast_p_verified", "fast_p_standard",
                                                                          "pass_at_k")]
+    extra = [f for f in CANDIDATE_FIELDS if f != "run"]
+    group_width = len(fields) + 2 * len(FAST_P_THRESHOLDS)
     writer.writerow(["kind", "run", *fields, *[f"fast_{p:g}_verified" for p in FAST_P_THRESHOLDS],
-                     *[f"fast_{p:g}_standard" for p in FAST_P_THRESHOLDS]])
+                     *[f"fast_{p:g}_standard" for p in FAST_P_THRESHOLDS], *extra])
     for kind, groups in (("level", comparison.levels), ("family", comparison.families),
                          ("regime", comparison.regimes)):
         for run in comparison.runs:
             for g in groups.get(run, []):
                 writer.writerow([kind, run, *[getattr(g, f) for f in fields],
                                  *[g.fast_p_verified[p] for p in FAST_P_THRESHOLDS],
-                                 *[g.fast_p_standard[p] for p in FAST_P_THRESHOLDS]])
+                                 *[g.fast_p_standard[p] for p in FAST_P_THRESHOLDS], *[""] * len(extra)])
+    for row in candidate_rows(comparison):
+        cells = [";".join(map(str, v)) if isinstance(v, list) else ("" if v is None else v)
+                 for v in (row[f] for f in extra)]
+        writer.writerow(["candidate", row["run"], *[""] * group_width, *cells])
     return buf.getvalue()

@@ -1,56 +1,56 @@
 """Parent side of the sandbox: starting worker processes, talking to them under deadlines, killing them.
 
-Workers are forked from a fork server that has imported torch (and kbv's worker code) but never initialised CUDA,
-so a fresh process per candidate and stage costs milliseconds instead of seconds. Each worker starts a new session
-(its own process group), so a timeout kills it and everything it started. Replies are decoded with ``kbv.wire``
+Workers are forked by kbv's own launcher (``kbv.sandbox.zygote``: a process that has imported torch and kbv's worker
+code but never initialised CUDA, controlled over an anonymous socketpair only the parent holds), so a fresh process
+per candidate and stage costs milliseconds instead of seconds, and no worker can reach whatever launched it. Each
+worker talks to the parent over its own socketpair, starts a new session (its own process group), so a timeout
+kills it and everything it started. Replies are decoded with ``kbv.wire``
 (no pickle): a worker can send data, never code.
 """
 
 from __future__ import annotations
 
-import multiprocessing
-import multiprocessing.spawn
+import base64
+import hashlib
 import os
+import socket
 import signal
 import threading
 import time
 from dataclasses import dataclass
-from multiprocessing.context import BaseContext
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
 from kbv import wire
 from kbv.protocol import LOG_TAIL_BYTES, REPLY_BYTES_DEFAULT, REPLY_TRANSFER_GRACE_S
 
-_CONTEXT: BaseContext | None = None
-_CONTEXT_LOCK = threading.Lock()
 LOG_TAIL_CHARS = LOG_TAIL_BYTES
 
 
-_STARTING = threading.local()
-_original_preparation_data = multiprocessing.spawn.get_preparation_data
+_LIVE: set["Worker"] = set()  # every started, not yet closed worker (for stop_all)
+_LIVE_LOCK = threading.Lock()
+_STOPPED = threading.Event()
 
 
-def _preparation_data(name: str) -> dict[str, Any]:
-    """multiprocessing re-imports the parent's ``__main__`` in every child; kbv's workers need only their
-    (importable) entry point, so for them the main module is left out: no re-run of a user's script, no
-    ``if __name__ == '__main__'`` guard required of library users."""
-    data = _original_preparation_data(name)
-    if getattr(_STARTING, "worker", False):
-        data.pop("init_main_from_path", None)
-        data.pop("init_main_from_name", None)
-    return data
+def stop_all() -> int:
+    """Ctrl-C: refuse new workers and kill the process group of every live one; returns how many were live."""
+    with _LIVE_LOCK:
+        _STOPPED.set()
+        live = list(_LIVE)
+    for worker in live:
+        worker.kill()
+    return len(live)
 
 
-def context() -> BaseContext:
-    global _CONTEXT
-    with _CONTEXT_LOCK:
-        if _CONTEXT is None:
-            multiprocessing.spawn.get_preparation_data = _preparation_data
-            ctx = multiprocessing.get_context("forkserver")
-            ctx.set_forkserver_preload(["kbv.worker.session"])
-            _CONTEXT = ctx
-        return _CONTEXT
+def stopped() -> bool:
+    """Whether :func:`stop_all` ran (and no new run has started since)."""
+    return _STOPPED.is_set()
+
+
+def allow_workers() -> None:
+    """Undo :func:`stop_all` (a new run starts)."""
+    _STOPPED.clear()
 
 
 def read_tail(path: Path, nbytes: int) -> str:
@@ -70,7 +70,8 @@ def read_tail(path: Path, nbytes: int) -> str:
 
 
 class WorkerFailure(Exception):
-    """A worker that did not answer as asked. ``kind`` is ``timeout``, ``died``, ``error`` or ``protocol``."""
+    """A worker that did not answer as asked. ``kind`` is ``timeout``, ``died``, ``error``, ``protocol`` or
+    ``interrupted`` (Ctrl-C: kbv refused to start it)."""
 
     def __init__(self, kind: str, message: str, log_tail: str = "", detail: dict[str, Any] | None = None):
         super().__init__(message)
@@ -104,6 +105,7 @@ class WorkerSpec:
     confine: dict[str, Any] | None = None  # what kbv.sandbox.confine should apply in the worker
     stage: str = ""  # compile, correctness or performance
     shape: dict[str, Any] | None = None  # one shape's module-constant overrides (multi-shape problems)
+    problem_sha256: str = ""  # Problem.source_sha256: the worker runs exactly these bytes (checked when set)
 
     def as_message(self) -> dict[str, Any]:
         return {
@@ -115,25 +117,88 @@ class WorkerSpec:
         }
 
 
+def _spec_message(spec: WorkerSpec) -> dict[str, Any]:
+    """The spec as sent to the worker, with the problem's source: the bytes the parent hashed (the worker compiles
+    these, never the file or a ``__pycache__`` next to it)."""
+    try:
+        source = Path(spec.problem_path).read_bytes()
+    except OSError as exc:
+        raise WorkerFailure("error", f"cannot read the problem file: {exc}") from None
+    if spec.problem_sha256 and hashlib.sha256(source).hexdigest() != spec.problem_sha256:
+        raise WorkerFailure("error", f"the problem file changed since it was read: {spec.problem_path}")
+    return {**spec.as_message(), "problem_source": base64.b64encode(source).decode("ascii")}
+
+
+class _Process:
+    """A worker forked by a zygote: its pid, and its exit code as the zygote reports it."""
+
+    def __init__(self, launcher: Any, pid: int):
+        self._launcher = launcher
+        self.pid: int | None = pid
+        self.exitcode: int | None = None
+
+    def join(self, timeout: float | None = None) -> None:
+        if self.exitcode is None and self.pid is not None:
+            self.exitcode = self._launcher.wait(self.pid, 5.0 if timeout is None else timeout)
+            if self.exitcode is not None:
+                self._launcher.forget(self.pid)
+
+    def is_alive(self) -> bool:
+        self.join(0)
+        return self.exitcode is None and self._launcher.alive
+
+    def kill(self) -> None:
+        if self.pid is not None and self.exitcode is None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
+def _start(spec: WorkerSpec, message: dict[str, Any], deadline: float) -> tuple[Connection, _Process]:
+    """Fork a worker from the zygote for this device kind and environment; send it its spec."""
+    from kbv.sandbox import plan, zygote
+
+    kind = "cuda" if str(spec.device).startswith("cuda") else "cpu"
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        launcher = zygote.zygote(kind, plan.worker_environment())
+        pid = launcher.fork(theirs)
+    except zygote.LauncherError as exc:
+        ours.close()
+        raise WorkerFailure("died", str(exc)) from None
+    finally:
+        theirs.close()
+    conn = Connection(ours.detach())
+    try:
+        wire.send(conn, message, deadline)
+    except (OSError, wire.WireTimeout):
+        pass  # a worker that died at once: the hello's wait reports it
+    return conn, _Process(launcher, pid)
+
+
 class Worker:
     """One worker process. Use as a context manager; every call takes a deadline (``time.monotonic()`` based)."""
 
     def __init__(self, spec: WorkerSpec, deadline: float):
-        from kbv.worker import session as child  # imported by the fork server too; the parent only needs its entry point
-
         self.spec = spec
         self.tamper: set[str] = set()  # what the worker reported changed in its environment, over all replies
         spec.work_dir.mkdir(parents=True, exist_ok=True)
-        ctx = context()
-        self._conn, child_conn = ctx.Pipe(duplex=True)
-        self._proc = ctx.Process(target=child.main, args=(child_conn, spec.as_message()), daemon=True)
-        _STARTING.worker = True
+        if _STOPPED.is_set():
+            raise WorkerFailure("interrupted", "kbv was interrupted")
+        message = _spec_message(spec)
+        self._conn, self._proc = _start(spec, message, deadline)
+        with _LIVE_LOCK:
+            _LIVE.add(self)
+            stopped = _STOPPED.is_set()
+        if stopped:  # stop_all ran while this one started
+            self.close()
+            raise WorkerFailure("interrupted", "kbv was interrupted")
         try:
-            self._proc.start()
-        finally:
-            _STARTING.worker = False
-        child_conn.close()
-        hello = self._expect(deadline)  # the hello: problem loaded, ready for commands
+            hello = self._expect(deadline, 0)  # the hello (problem loaded, ready for commands) carries no tensors
+        except BaseException:
+            self.close()  # no longer live: never killed by pid later
+            raise
         self.isolation: dict[str, Any] = hello.get("isolation") if isinstance(hello.get("isolation"), dict) else {}
 
     def __enter__(self) -> "Worker":
@@ -153,7 +218,10 @@ class Worker:
         """Send ``msg`` and return the reply; a reply declaring more than ``max_bytes`` tensor bytes (default
         kbv.protocol.REPLY_BYTES_DEFAULT) is refused before it is allocated: a ``protocol`` failure."""
         try:
-            wire.send(self._conn, msg)
+            wire.send(self._conn, msg, deadline)
+        except wire.WireTimeout:  # a worker that stopped reading (stopped, or its reader starved)
+            self.kill()
+            raise WorkerFailure("timeout", "time limit exceeded (the worker stopped reading)", self.log_tail()) from None
         except (BrokenPipeError, OSError):
             raise self._died() from None
         return self._expect(deadline, max_bytes)
@@ -209,6 +277,8 @@ class Worker:
         self._proc.join(5)
 
     def close(self) -> None:
+        with _LIVE_LOCK:
+            _LIVE.discard(self)
         if self._proc.is_alive():
             try:
                 wire.send(self._conn, {"cmd": "exit"})

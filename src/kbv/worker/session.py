@@ -7,7 +7,6 @@ here at import time, which happens in the fork server before any candidate code 
 
 from __future__ import annotations
 
-import itertools
 import os
 import resource
 import sys
@@ -16,13 +15,13 @@ import threading
 import time
 import traceback
 from multiprocessing.connection import Connection
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import torch
 
 from kbv import wire
 from kbv.worker import confine
-from kbv.protocol import BASELINES, DEFERRED_WRITE_WAIT_S, DISTRIBUTIONS, TIMING_RULES, WORKER_FILE_BYTES_MAX
+from kbv.protocol import BASELINES, BURST_INPUT_SETS, DEFERRED_WRITE_WAIT_S, DISTRIBUTIONS, TIMING_RULES, timed_call, WORKER_FILE_BYTES_MAX
 from kbv.worker import backends, guard, inputs, integrity, loading, memory, recorder, timer
 
 _Tensor = torch.Tensor
@@ -90,9 +89,7 @@ class Session:
         self.model: torch.nn.Module | None = None
         self.kept: tuple[str, list[Any]] | None = None  # reference role: the last forward's outputs, on device
         self.timing_inputs: list[Any] | None = None
-        self.timing_offsets: Iterator[int] = itertools.count(1)
-        self.timing_offset = 0  # the offset whose inputs the timing buffers hold now
-        self.kept_timed: dict[str, Any] | None = None
+        self.rings: dict[Any, list[Any]] = {}  # kept timed outputs until the parent draws the judged ones
         self.in_use_baseline: int | None = None  # device memory in use before the model (and candidate) existed
         self.integrity = integrity.Integrity()  # before any candidate code: the state to compare against
         self.threads_at_start = set(threading.enumerate())
@@ -165,11 +162,15 @@ class Session:
         """Run one trial. A candidate sends its outputs back (host copies); the reference keeps its outputs on the
         device for ``judge`` and sends only their description."""
         assert self.model is not None
-        seed = msg["seed"] if "timing_offset" not in msg else self._timing_seed(msg["seed"], msg["timing_offset"])
-        args = self._inputs(seed, msg["distribution"])  # timing_offset: a timed call's inputs, redrawn to judge it
+        if "timed" in msg:  # a timed call's inputs, redrawn from its command's key to judge it
+            timed = msg["timed"]
+            seed, dist = timed_call(int(timed["key"]), int(timed["index"]), tuple(timed["names"]))
+        else:
+            seed, dist = msg["seed"], msg["distribution"]
+        args = self._inputs(seed, dist)
         guards: list[tuple[int, torch.Tensor, torch.Tensor, int]] = []
         if msg.get("guard_bytes"):
-            args, guards = guard.surround(args, int(msg["guard_bytes"]), int(msg["seed"]))
+            args, guards = guard.surround(args, int(msg["guard_bytes"]), int(seed))
         tensor_args = [(i, a) for i, a in enumerate(args) if type(a) is _Tensor]
         before = [(i, _Tensor.clone(a)) for i, a in tensor_args]
         poison = msg.get("poison")
@@ -252,16 +253,12 @@ class Session:
         assert self.model is not None
         return {"buffers": {n: b.detach() for n, b in self.model.named_buffers() if b is not None}}
 
-    def _timing_seed(self, seed: int, offset: int) -> int:
-        """The seed of timed call ``offset`` (0 makes the buffers): the reference redraws a kept call's inputs."""
-        return (seed + offset) % 2**63
-
-    def _timing_buffers(self, seed: int) -> list[Any]:
-        """The buffers every timed call reads (allocated once, from the inputs of offset 0)."""
+    def _timing_buffers(self, key: int, names: tuple[str, ...]) -> list[Any]:
+        """The buffers every timed call reads (allocated once, from the inputs of a first call)."""
         if self.timing_inputs is None:
-            first = self._inputs(self._timing_seed(seed, 0), "D1")
+            seed, dist = timed_call(key, 0, names)
+            first = self._inputs(seed, dist)
             self.timing_inputs = [_Tensor.clone(a) if type(a) is _Tensor else a for a in first]
-            self.timing_offsets = itertools.count(1)
         return self.timing_inputs
 
     def _load_timing_buffers(self, contents: list[Any]) -> list[Any]:
@@ -274,80 +271,133 @@ class Session:
                     _Tensor.copy_(buf, src)
         return buffers
 
-    def _timed_call(self, seed: int) -> tuple[Callable[[], Any], Callable[[], None]]:
-        """The timed call, and the untimed step before each call that draws the next offset's inputs and loads them
-        into the same buffers: no two calls in a worker see the same contents, so no output can be served from a
-        cache (keyed by pointer, version or content) and each call's output can be checked against the reference
-        on the same offset."""
+    def _timed_call(self, msg: dict[str, Any]) -> tuple[Callable[[], Any], Callable[[int], None]]:
+        """The timed call, and the untimed step before call ``j`` that draws that call's inputs from the command's
+        key (``kbv.protocol.timed_call``: seed and distribution) and loads them into the same buffers. The key
+        arrives with the command, so no call's inputs are known before it; no two calls see the same contents, so
+        no output can be served from a cache, and the reference can redraw any call's inputs to judge it."""
         assert self.model is not None
-        buffers = self._timing_buffers(seed)
+        key, names = int(msg["key"]), tuple(msg.get("names") or ("D1",))
+        buffers = self._timing_buffers(key, names)
         model = self.model
 
         def call() -> Any:
             with torch.no_grad():
                 return model(*buffers)
 
-        def prepare() -> None:
-            self.timing_offset = next(self.timing_offsets)
-            self._load_timing_buffers(self._inputs(self._timing_seed(seed, self.timing_offset), "D1"))
+        def prepare(index: int) -> None:
+            seed, dist = timed_call(key, index, names)
+            self._load_timing_buffers(self._inputs(seed, dist))
 
         return call, prepare
 
-    def _keep_output(self, out: Any) -> None:
-        """A timed call's output, taken the moment its trial ends: copies on the device (so later calls cannot
-        change them), plus whether the output itself changed after the call returned (work deferred to a thread
-        or queue after the timer stopped)."""
-        structure, items = _describe_output(out)
-        copies = [dict(item, tensor=_Tensor.clone(item["tensor"])) if "tensor" in item else item for item in items]
+    def _ring(self, name: Any) -> Callable[[int, Any], None]:
+        """Keep every timed call's output (a copy taken the moment its trial ends) until the parent draws the
+        judged ones: the worker never knows which call is judged."""
+        ring: list[Any] = self.rings.setdefault(name, [])
+
+        def keep(index: int, out: Any) -> None:
+            structure, items = _describe_output(out)
+            copies = [dict(item, tensor=_Tensor.clone(item["tensor"])) if "tensor" in item else item for item in items]
+            ring.append((index, structure, copies, out))
+            if len(ring) > 1:  # only the last call's own output stays referenced (the deferred-write check)
+                ring[-2] = ring[-2][:3] + (None,)
+
+        return keep
+
+    def _deferred(self, name: Any) -> list[int]:
+        """Outputs of a command's last call that changed after the call returned (work finished by a thread or a
+        queue after the timer stopped)."""
+        ring = self.rings.get(name) or []
+        if not ring or ring[-1][3] is None:
+            return []
+        index, structure, copies, out = ring[-1]
         time.sleep(DEFERRED_WRITE_WAIT_S)
         self._sync()
-        changed = [k for k, (item, copy) in enumerate(zip(items, copies))
-                   if "tensor" in item and not _same(item["tensor"], copy["tensor"])]
-        self.kept_timed = {"offset": self.timing_offset, "structure": structure, "outputs": copies,
-                           "changed_after_return": changed}
+        _, items = _describe_output(out)
+        ring[-1] = (index, structure, copies, None)
+        return [k for k, (item, copy) in enumerate(zip(items, copies))
+                if "tensor" in item and "tensor" in copy and not _same(item["tensor"], copy["tensor"])]
 
     def cmd_time(self, msg: dict[str, Any]) -> dict[str, Any]:
-        """Time one forward under each baseline's flags, taking ``share`` of the timing budget. With
-        ``keep_output`` (candidate role), the output of one random timed trial of the last baseline comes back
-        with its input offset, for the parent to judge."""
-        call, prepare = self._timed_call(msg["seed"])
+        """Time one forward under each baseline's flags, taking ``share`` of the timing budget, with inputs from the
+        command's ``key``. Candidate role: every timed call's output is kept (``ring_bytes`` bound the trials) for
+        the parent to draw the judged ones from later (``kept``)."""
+        call, prepare = self._timed_call(msg)
         rule = TIMING_RULES["cuda" if self.device.startswith("cuda") else "cpu"]
         timings: dict[str, Any] = {}
         flags: dict[str, Any] = {}
-        self.kept_timed = None
-        for k, baseline in enumerate(msg["baselines"]):
+        ring_info: dict[str, Any] = {}
+        keep_outputs = self.spec["role"] == "candidate" and msg.get("ring_bytes") is not None
+        round_name = int(msg.get("round", 0))
+        for baseline in msg["baselines"]:
             if baseline not in BASELINES:
                 raise KeyError(baseline)
             flags[baseline] = backends.apply_baseline(baseline)
             self.integrity.flags_set(flags[baseline])
-            keep = self._keep_output if msg.get("keep_output") and k == len(msg["baselines"]) - 1 else None
+            name = (round_name, baseline)
+            keep = self._ring(name) if keep_outputs else None
             cap = msg.get("cap_ms")
             timings[baseline] = timer.time_calls(call, self.device, rule, float(msg.get("share", 1.0)),
                                                  msg.get("max_trials"), prepare, keep,
                                                  float(cap[baseline]) if isinstance(cap, dict) and baseline in cap
-                                                 else None)
-        reply: dict[str, Any] = {"timing": timings, "flags": flags}
-        if self.kept_timed is not None:
-            reply["kept"] = self.kept_timed
-            self.kept_timed = None
+                                                 else None,
+                                                 int(msg["ring_bytes"]) if keep_outputs else None)
+            if keep_outputs:
+                ring_info[baseline] = {"kept": len(self.rings.get(name, [])),
+                                       "changed_after_return": self._deferred(name)}
+        return {"timing": timings, "flags": flags, "ring": ring_info}
+
+    def cmd_kept(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """The kept output the parent drew (``round``, ``baseline``, ``index``; or ``burst`` set), then every kept
+        output is dropped."""
+        name = ("burst", int(msg["burst"])) if "burst" in msg else (int(msg["round"]), msg["baseline"])
+        ring = self.rings.get(name) or []
+        hit = next((entry for entry in ring if entry[0] == int(msg.get("index", -1)) or "burst" in msg), None)
+        reply: dict[str, Any] = {"found": hit is not None}
+        if hit is not None:
+            reply |= {"structure": hit[1], "outputs": hit[2]}
+        if msg.get("drop", True):
+            self.rings.clear()
         return reply
 
-    def cmd_burst(self, msg: dict[str, Any]) -> dict[str, Any]:
-        """``calls`` back-to-back calls on the timing buffers under ``baseline``'s flags; the parent's clock times
-        the command (see ``timer.burst``)."""
-        call, prepare = self._timed_call(msg["seed"])
-        flags = backends.apply_baseline(msg["baseline"])
-        self.integrity.flags_set(flags)
-        prepare()
-        timer.burst(call, self.device, int(msg["calls"]))
+    def cmd_drop(self, msg: dict[str, Any]) -> dict[str, Any]:
+        self.rings.clear()
         return {}
 
+    def cmd_burst(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """``calls`` back-to-back calls under ``baseline``'s flags, cycling through ``BURST_INPUT_SETS`` input sets
+        drawn from the command's key (loaded before the burst); the parent's clock times the command (see
+        ``timer.burst``). The last output of each set is kept for the parent to judge one."""
+        assert self.model is not None
+        key, names = int(msg["key"]), tuple(msg.get("names") or ("D1",))
+        calls = int(msg["calls"])
+        sets = []
+        for s in range(max(1, min(BURST_INPUT_SETS, calls))):
+            seed, dist = timed_call(key, s, names)
+            sets.append(self._inputs(seed, dist))
+        flags = backends.apply_baseline(msg["baseline"])
+        self.integrity.flags_set(flags)
+        model = self.model
+        last: dict[int, Any] = {}
+
+        def call(index: int) -> None:
+            with torch.no_grad():
+                last[index % len(sets)] = model(*sets[index % len(sets)])
+
+        timer.burst(call, self.device, calls)
+        if self.spec["role"] == "candidate" and msg.get("keep", True):
+            for s, out in last.items():
+                structure, items = _describe_output(out)
+                self.rings[("burst", s)] = [(s, structure, items, None)]
+        return {"sets": len(sets)}
+
     def cmd_memory(self, msg: dict[str, Any]) -> dict[str, Any]:
-        call, prepare = self._timed_call(msg["seed"])
+        call, prepare = self._timed_call(msg)
         if self.device.startswith("cuda"):  # one warm call first: one-time setup (library handles) is not a peak
-            prepare()
+            prepare(0)
             call()
-        prepare()
+        prepare(1)
         result = memory.peak_bytes(call, self.device)
         if result.get("device_in_use") is not None and self.in_use_baseline is not None:
             result["device_in_use_delta"] = result["device_in_use"] - self.in_use_baseline
@@ -421,7 +471,8 @@ def main(conn: Connection, spec: dict[str, Any]) -> None:
     handlers = {"import": session.cmd_import, "setup": session.cmd_setup, "forward": session.cmd_forward,
                 "judge": session.cmd_judge, "precision": session.cmd_precision, "perturb": session.cmd_perturb,
                 "load": session.cmd_load, "fallback": session.cmd_fallback, "buffers": session.cmd_buffers, "time": session.cmd_time,
-                "memory": session.cmd_memory, "burst": session.cmd_burst}
+                "memory": session.cmd_memory, "burst": session.cmd_burst, "kept": session.cmd_kept,
+                "drop": session.cmd_drop}
     wire.send(conn, {"ok": True, "pid": os.getpid(), "isolation": isolation})
     while True:
         try:

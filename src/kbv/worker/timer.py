@@ -8,7 +8,6 @@ to the parent, which computes the statistics.
 from __future__ import annotations
 
 import math
-import secrets
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -18,7 +17,7 @@ import torch
 from kbv.protocol import TIMING_TRUNCATED_TRIALS, TimingRule
 
 _perf_counter_ns = time.perf_counter_ns  # captured before any candidate import
-_randbelow = secrets.randbelow
+_numel, _element_size = torch.Tensor.numel, torch.Tensor.element_size
 
 
 def cpu_l2_bytes() -> int:
@@ -56,25 +55,28 @@ def _trial_count(estimate_ms: float, rule: TimingRule, share: float,
 
 
 def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: float = 1.0,
-               max_trials: int | None = None, prepare: Callable[[], None] | None = None,
-               keep: Callable[[Any], None] | None = None, cap_ms: float | None = None) -> dict[str, Any]:
+               max_trials: int | None = None, prepare: Callable[[int], None] | None = None,
+               keep: Callable[[int, Any], None] | None = None, cap_ms: float | None = None,
+               ring_bytes: int | None = None) -> dict[str, Any]:
     """Time ``fn``: three estimate calls, warm-up, then individually timed trials with a cache flush before each.
 
     ``share`` is the fraction of the rule's budget and trial bounds this call takes (the parent interleaves several
-    calls of reference and candidate). ``prepare`` runs before every call, outside the timed region (it loads
-    fresh input contents). ``keep`` receives the output of one timed trial, picked at random, as soon as that trial
-    ends (before anything else runs): the timed calls' own outputs get judged, not only calls outside the timer.
-    ``cap_ms`` bounds the trials' total time (a kernel far slower than the reference: see ``_trial_count``).
-    Returns ``{"times_ms": [...], "warmup": n, "flush_bytes": b, "truncated": bool}``.
+    calls of reference and candidate). ``prepare(i)`` runs before call ``i``, outside the timed region (it loads
+    call ``i``'s fresh inputs). ``keep(i, out)`` receives every timed trial's output as soon as that trial ends
+    (before anything else runs), so the parent can judge any of them; ``ring_bytes`` bounds the trials to as many
+    outputs as fit. ``cap_ms`` bounds the trials' total time (a kernel far slower than the reference: see
+    ``_trial_count``). Returns ``{"times_ms": [...], "warmup": n, "flush_bytes": b, "truncated": bool}``.
     """
     flush_bytes = int(rule.flush_l2_factor * cache_bytes(device))
     flush = torch.empty(flush_bytes // 4, dtype=torch.int32, device=device)
-    prepare = prepare or _no_sync
+    prepare = prepare or _no_prepare
+    calls = iter(range(2**62))
     if device.startswith("cuda"):
         sync = torch.cuda.synchronize
 
-        def one() -> tuple[float, Any]:
-            prepare()
+        def one() -> tuple[int, float, Any]:
+            index = next(calls)
+            prepare(index)
             flush.zero_()
             start = torch.cuda.Event(enable_timing=True)
             end = torch.cuda.Event(enable_timing=True)
@@ -83,43 +85,58 @@ def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: floa
             sync()  # device-wide: work on side streams finishes before the end event
             end.record()
             end.synchronize()
-            return float(start.elapsed_time(end)), out
+            return index, float(start.elapsed_time(end)), out
     else:
         sync = _no_sync
 
-        def one() -> tuple[float, Any]:
-            prepare()
+        def one() -> tuple[int, float, Any]:
+            index = next(calls)
+            prepare(index)
             flush.fill_(1)
             t0 = _perf_counter_ns()
             out = fn()
-            return (_perf_counter_ns() - t0) / 1e6, out
+            return index, (_perf_counter_ns() - t0) / 1e6, out
 
-    estimate = sorted(one()[0] for _ in range(3))[1]
+    estimates = [one() for _ in range(3)]
+    estimate = sorted(ms for _, ms, _ in estimates)[1]
+    out_bytes = _output_bytes(estimates[-1][2])
+    del estimates
     warmup, trials, truncated = _trial_count(estimate, rule, share, cap_ms)
     if max_trials is not None:
         trials = min(trials, max_trials)
+    if ring_bytes is not None and out_bytes:
+        trials = max(1, min(trials, ring_bytes // out_bytes))
     for _ in range(warmup):
-        prepare()
+        prepare(next(calls))
         fn()
     sync()
-    keep_at = _randbelow(trials) if keep is not None else -1
     times: list[float] = []
-    for index in range(trials):
-        ms, out = one()
+    for _ in range(trials):
+        index, ms, out = one()
         times.append(ms)
-        if index == keep_at and keep is not None:
-            keep(out)
+        if keep is not None:
+            keep(index, out)
         del out
     return {"times_ms": times, "warmup": warmup, "flush_bytes": flush_bytes, "truncated": truncated}
 
 
-def burst(fn: Callable[[], Any], device: str, calls: int) -> None:
-    """``calls`` back-to-back calls and one device-wide synchronize: no flush, no events, nothing the candidate can
-    reach to shorten. The parent times the whole command on its own clock (``PairEvaluation._burst_check``)."""
-    for _ in range(calls):
-        fn()
+def _output_bytes(out: Any) -> int:
+    items = out if isinstance(out, (tuple, list)) else [out]
+    return sum(int(_numel(x)) * int(_element_size(x)) for x in items if isinstance(x, torch.Tensor))
+
+
+def burst(fn: Callable[[int], Any], device: str, calls: int) -> None:
+    """``calls`` back-to-back calls (``fn(i)`` for call ``i``) and one device-wide synchronize: no flush, no events,
+    nothing the candidate can reach to shorten. The parent times the whole command on its own clock
+    (``kbv.eval.performance``)."""
+    for i in range(calls):
+        fn(i)
     if device.startswith("cuda"):
         torch.cuda.synchronize()
+
+
+def _no_prepare(index: int) -> None:
+    return None
 
 
 def _no_sync() -> None:

@@ -1,11 +1,16 @@
-"""Worker logs are bounded: the parent reads only a log's tail (from its end, however large or sparse the file), and
-every file a worker writes, its stdout/stderr log included, is capped (RLIMIT_FSIZE) at WORKER_FILE_BYTES_MAX."""
+"""What a worker sends or writes is bounded. Replies: Worker.call refuses a reply over its byte budget before
+allocating it (tests/test_wire.py has the hostile frames). Logs: the parent reads only a log's tail (from its end,
+however large or sparse the file), and every file a worker writes, its stdout/stderr log included, is capped
+(RLIMIT_FSIZE) at WORKER_FILE_BYTES_MAX."""
 
 from __future__ import annotations
 
 import os
+import time
 import tracemalloc
 from pathlib import Path
+
+import pytest
 
 from conftest import problem_path
 from kbv.eval import EvalOptions
@@ -14,7 +19,7 @@ from kbv.problems import load_problem
 from kbv.problems.candidates import Candidate, Pair
 from kbv.protocol import LOG_TAIL_BYTES, WORKER_FILE_BYTES_MAX
 from kbv.records import read_records
-from kbv.sandbox.launch import read_tail
+from kbv.sandbox.launch import Worker, WorkerFailure, WorkerSpec, read_tail
 
 MARKER = "kbv-test: the last line of a huge log"
 
@@ -97,3 +102,20 @@ def test_huge_logs_neither_stop_the_run_nor_are_read_whole(tmp_path: Path) -> No
     assert MARKER in sparse["error"]["log_tail"]
     assert "failed after a huge log" in sparse["error"]["message"]
     assert peak < 256 * 2**20, f"the parent held {peak} bytes at once while reading a huge log"
+
+
+def test_worker_call_refuses_a_reply_over_its_budget(tmp_path: Path) -> None:
+    """The reference's set-up reply carries its weights: within the default budget it arrives; with a budget one
+    byte short of them the call fails as a protocol error, and the worker is gone."""
+    problem = load_problem(problem_path("level1/11_Conv2d"))
+    spec = WorkerSpec(role="reference", device="cpu", problem_path=str(problem.path), profile="small",
+                      precision="fp32", mode=problem.mode, work_dir=tmp_path / "work", log_path=tmp_path / "ref.log")
+    with Worker(spec, time.monotonic() + 60) as worker:
+        state = worker.call({"cmd": "setup", "init_seed": 1}, time.monotonic() + 60)["state"]
+    nbytes = sum(t.numel() * t.element_size() for t in state.values())
+    assert nbytes > 0
+    with Worker(spec, time.monotonic() + 60) as worker:
+        with pytest.raises(WorkerFailure) as failure:
+            worker.call({"cmd": "setup", "init_seed": 1}, time.monotonic() + 60, max_bytes=nbytes - 1)
+        assert failure.value.kind == "protocol" and "budget" in failure.value.message
+        assert worker.pid is not None and not worker._proc.is_alive()

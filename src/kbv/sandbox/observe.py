@@ -1,0 +1,120 @@
+"""What the trusted parent reads about a worker from ``/proc`` itself, so no verdict rests on the worker's own word:
+its process tree and thread count after every call, its peak resident memory (``VmHWM``), and the binaries it has
+mapped, deleted or renamed ones included (read through ``/proc/<pid>/map_files``, which needs root).
+
+Everything here may add a finding; an unreadable ``/proc`` entry (not root, a process gone) gives ``None`` and
+never clears one.
+"""
+
+from __future__ import annotations
+
+import os
+import site
+import sys
+import sysconfig
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    processes: int  # the worker and every process below it
+    threads: int  # their threads, all together
+    vm_hwm_bytes: int | None  # the worker's peak resident set
+
+
+def _children(pid: int) -> list[int]:
+    out: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for task in tasks:
+        try:
+            out += [int(c) for c in Path(f"/proc/{pid}/task/{task}/children").read_text().split()]
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def tree(pid: int) -> list[int]:
+    """The process and its descendants (a PID namespace's inner process and whatever the candidate forked)."""
+    seen, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        if p in seen:
+            continue
+        seen.append(p)
+        todo += _children(p)
+    return seen
+
+
+def _status(pid: int) -> dict[str, str]:
+    try:
+        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except OSError:
+        return {}
+    return dict(line.split(":", 1) for line in lines if ":" in line)
+
+
+def _kib(value: str | None) -> int | None:
+    try:
+        return int(value.split()[0]) * 1024 if value else None
+    except (ValueError, IndexError):
+        return None
+
+
+def snapshot(pid: int | None) -> Snapshot | None:
+    """Processes, threads and peak memory of a worker's tree, or None when ``/proc`` shows nothing."""
+    if pid is None:
+        return None
+    pids = tree(pid)
+    statuses = [_status(p) for p in pids]
+    statuses = [s for s in statuses if s]
+    if not statuses:
+        return None
+    threads = sum(int(s.get("Threads", "0").strip() or 0) for s in statuses)
+    hwm = [h for h in (_kib(s.get("VmHWM")) for s in statuses) if h is not None]
+    return Snapshot(processes=len(statuses), threads=threads, vm_hwm_bytes=max(hwm) if hwm else None)
+
+
+def _runtime_dirs() -> list[str]:
+    """Where Python, its packages and the system's libraries live: binaries there are not the candidate's."""
+    dirs = {sys.prefix, sys.base_prefix, sys.exec_prefix, *(p for p in sysconfig.get_paths().values() if p),
+            "/usr/lib", "/usr/lib64", "/lib", "/lib64", "/usr/local/lib", "/usr/local/cuda", "/usr/local/nvidia",
+            "/opt"}
+    try:
+        dirs.update(site.getsitepackages())
+    except AttributeError:
+        pass
+    return sorted(os.path.realpath(d) for d in dirs if d)
+
+
+def foreign_objects(pid: int | None) -> list[dict[str, str | bool]]:
+    """Executable file mappings of the worker's tree that are not part of the runtime: the candidate's own
+    binaries, wherever it put them, renamed or deleted after loading. Each: ``path`` as mapped, ``deleted``, and
+    ``read_as`` (a ``/proc/<pid>/map_files`` entry that opens the mapped file itself, or the path)."""
+    if pid is None:
+        return []
+    runtime = _runtime_dirs()
+    found: dict[str, dict[str, str | bool]] = {}
+    for p in tree(pid):
+        try:
+            lines = Path(f"/proc/{p}/maps").read_text().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            parts = line.split(maxsplit=5)
+            if len(parts) < 6 or "x" not in parts[1]:
+                continue
+            path = parts[5]
+            deleted = path.endswith(" (deleted)")
+            clean = path.removesuffix(" (deleted)")
+            if not clean.startswith("/") or clean in found:
+                continue
+            if not deleted and any(clean == d or clean.startswith(d.rstrip("/") + "/") for d in runtime):
+                continue
+            map_file = f"/proc/{p}/map_files/{parts[0]}"
+            found[clean] = {"path": clean, "deleted": deleted,
+                            "read_as": map_file if (deleted or not os.path.exists(clean)) else clean}
+    return list(found.values())
