@@ -557,3 +557,10 @@ def test_task_score_command(suite, tmp_path, monkeypatch):
     assert attest.verify_file(out).verified == 1
     r = runner.invoke(main, ["task", "score", str(task_dir)])  # the builtin suite's ReLU is the same file
     assert r.exit_code == 0 and "S_agg" not in r.output
+
+
+def test_the_profiled_process_marks_the_range_ncu_filters_on():
+    from kbv.agent import ncu
+    from kbv.worker import ncu_target
+
+    assert ncu_target.RANGE == ncu.RANGE

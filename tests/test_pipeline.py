@@ -160,3 +160,16 @@ def test_resume_skips_recorded_pairs(tmp_path, resume) -> None:
     second = run_pairs(pairs, EvalOptions(**CPU), out, resume=resume)
     assert (first.evaluated, second.evaluated, second.skipped) == (1, 1, 1)
     assert [r["candidate"].endswith(n) for r, n in zip(read_records(out), ("zeros.py", "correct_torch.py"))] == [True, True]
+
+
+def test_a_far_slower_kernel_is_timed_briefly_and_its_speedup_bounded() -> None:
+    """Issue 10, bug 1: a kernel thousands of times slower than the reference is timed within a bounded budget."""
+    import dataclasses
+
+    problem = dataclasses.replace(load_problem(problem_path("level1/5_ReLU")), held_out_shapes=())
+    record = evaluate(problem, CANDIDATES / "slow_sleepy_relu.py", EvalOptions(**CPU, trials=1))
+    assert record.verdict == "correct" and "timing_truncated" in record.flags
+    for baseline in ("standard", "verified"):
+        s = record.speedup[baseline]
+        assert s["bound"] == "upper" and s["value"] < 0.05
+    assert record.wall_seconds["performance"] < 30

@@ -12,6 +12,7 @@ import torch
 
 from conftest import problem_path
 from kbv.eval import EvalOptions, correctness, performance
+from kbv.eval import context as context_module
 from kbv.eval.context import PairContext
 from kbv.eval.evidence import Evidence, Failure
 from kbv.eval.params import map_parameters
@@ -254,8 +255,7 @@ class FakeWorker:
 
 @pytest.fixture
 def fake(monkeypatch: pytest.MonkeyPatch) -> type[FakeWorker]:
-    monkeypatch.setattr(correctness, "Worker", FakeWorker)
-    monkeypatch.setattr(performance, "Worker", FakeWorker)
+    monkeypatch.setattr(context_module, "Worker", FakeWorker)
     FakeWorker.scripts = {}
     return FakeWorker
 
@@ -363,7 +363,7 @@ def test_truncation_cap_follows_the_reference(fake, tmp_path) -> None:
     ctx = context(tmp_path, timing_pairs=1, protocol="verified")
     performance.PerformanceStage(ctx).run()
     from kbv.protocol import TIMING_TRUNCATE_FACTOR
-    assert seen and all(m["cap_ms"]["verified"] == pytest.approx(TIMING_TRUNCATE_FACTOR * 20.0) for m in seen)
+    assert seen and all(m["slow_ms"]["verified"] == pytest.approx(TIMING_TRUNCATE_FACTOR * 1.0) for m in seen)
 
 
 def test_a_candidate_dying_while_timed_is_evidence_not_a_verdict(fake, tmp_path) -> None:
@@ -463,3 +463,65 @@ def test_standard_tolerance_is_sent_to_the_judge_and_recorded(fake, tmp_path) ->
     correctness.CorrectnessStage(ctx).run()
     assert sent and all(m["standard_tolerance"] == 1e-4 for m in sent)
     assert ctx.draft.correctness["standard_tolerance"] == {"version": "current", "atol": 1e-4, "rtol": 1e-4}
+
+
+# -- issue 12: no secret before use in the timing stage --------------------------------------------------------------
+
+def test_judged_timed_call_is_drawn_after_the_rounds(fake, tmp_path) -> None:
+    """Every candidate timing command carries a fresh key and no hint of which call is judged; the parent asks for
+    the judged call only after the pair's last round, and the reference redraws that call's inputs from its
+    command's key."""
+    log: list[tuple[str, dict[str, Any]]] = []
+
+    def logged(role: str, script: Callable[[dict], dict]) -> Callable[[dict], dict]:
+        def wrapped(msg: dict[str, Any]) -> dict[str, Any]:
+            log.append((role, dict(msg)))
+            return script(msg)
+        return wrapped
+
+    fake.scripts = {"reference": logged("reference", timing_script(1.0, 0.0)),
+                    "candidate": logged("candidate", timing_script(1.0, 0.0))}
+    ctx = context(tmp_path, timing_pairs=1)
+    performance.PerformanceStage(ctx).run()
+    times = [m for role, m in log if role == "candidate" and m["cmd"] == "time"]
+    assert len(times) == 4 and len({m["key"] for m in times}) == 4
+    assert all("keep_output" not in m and "index" not in m and m["ring_bytes"] > 0 for m in times)
+    kept = [i for i, (role, m) in enumerate(log) if role == "candidate" and m["cmd"] == "kept"]
+    last_time = max(i for i, (role, m) in enumerate(log) if role == "candidate" and m["cmd"] == "time")
+    assert kept and kept[0] > last_time  # drawn after every round of the pair
+    fetch = log[kept[0]][1]
+    judged_key = next(m["key"] for m in times if m["round"] == fetch["round"])
+    redraw = [m for role, m in log if role == "reference" and m["cmd"] == "forward" and "timed" in m]
+    assert redraw[0]["timed"]["key"] == judged_key and redraw[0]["timed"]["index"] == fetch["index"]
+    assert fetch["index"] >= 3 + 1  # a timed trial, not an estimate or warm-up call
+    assert "performance/timing" in ctx.spent and "performance/judging" in ctx.spent
+
+
+def test_a_wrong_kept_output_is_a_timed_output_mismatch(fake, tmp_path) -> None:
+    def wrong_judge(msg: dict[str, Any], inner=timing_script(1.0, 0.0)) -> dict[str, Any]:
+        if msg["cmd"] == "judge":
+            return {"comparison": {"passed": False, "reason": "zeros"}, "standard": False}
+        return inner(msg)
+
+    fake.scripts = {"reference": wrong_judge, "candidate": timing_script(1.0, 0.0)}
+    ctx = context(tmp_path, timing_pairs=1, protocol="verified")
+    performance.PerformanceStage(ctx).run()
+    assert "timed_output_mismatch" in ctx.evidence.observed
+    ev = passed()
+    ev.see(*ctx.evidence.observed)
+    assert decide(ev, RULES).verdict == "incorrect"
+
+
+def test_timed_calls_come_from_every_distribution() -> None:
+    from collections import Counter
+
+    from kbv.protocol import TIMED_DISTRIBUTION_WEIGHTS, timed_call
+
+    names = DISTRIBUTION_NAMES
+    block = sum(TIMED_DISTRIBUTION_WEIGHTS.values())
+    counts = Counter(timed_call(12345, i, names)[1] for i in range(10 * block))
+    assert counts == {d: 10 * w for d, w in TIMED_DISTRIBUTION_WEIGHTS.items()}
+    positive = ("D1", "D2", "D3")  # a problem that skips D4-D6
+    assert {timed_call(9, i, positive)[1] for i in range(50)} == set(positive)
+    assert timed_call(1, 0, names) != timed_call(2, 0, names)  # another key, other inputs
+    assert len({timed_call(1, i, names)[0] for i in range(100)}) == 100

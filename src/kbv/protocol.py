@@ -174,9 +174,10 @@ FLAGS: Final = {
     "own clock disagrees: on back-to-back calls (timing_ms.burst, the one clock cross-check) it shows no speedup "
     "(<= BURST_MAX_WALL_SPEEDUP) against a claim of BURST_MIN_CLAIM or more while the reference's wall time is its "
     "timed work (time taken off the timer, or host overhead that eats the kernel's gain)",
-    "timing_truncated": "the candidate is far slower than the reference (its trials would take more than "
-    "TIMING_TRUNCATE_FACTOR times the reference's): it was timed with few trials, once, and its speedup is an "
-    "upper bound (speedup.<baseline>.bound = 'upper': the reference's median over the candidate's fastest trial)",
+    "timing_truncated": "the candidate is far slower than the reference (its time per call above "
+    "TIMING_TRUNCATE_FACTOR times the reference's median, its trials longer than TIMING_TRUNCATE_MIN_MS): it was "
+    "timed with few trials, once, and its speedup is an upper bound (speedup.<baseline>.bound = 'upper': the "
+    "reference's median over the candidate's fastest trial)",
     "gpu_unhealthy": "the GPU failed kbv's health check after this candidate (a CUDA error): later pairs moved to "
     "other GPUs or were not run",
 }
@@ -237,9 +238,11 @@ TIMING_RULES: Final = {
     "cpu": TimingRule(warmup_ms=20.0, min_warmup_calls=2, budget_ms=300.0, min_trials=10, max_trials=100,
                       flush_l2_factor=2.0, process_pairs=1),
 }
-# A candidate timing call whose trials would take more than this many times the reference's trials in the same
-# round is cut to TIMING_TRUNCATED_TRIALS trials, timed once (no further rounds or pairs), flagged timing_truncated.
+# A candidate far slower than the reference (its estimated time per call above this many times the reference's
+# median in the same pair) whose trials would take more than TIMING_TRUNCATE_MIN_MS in one timing call is cut to
+# TIMING_TRUNCATED_TRIALS trials, timed once (no further rounds or pairs), and flagged timing_truncated.
 TIMING_TRUNCATE_FACTOR: Final = 8.0
+TIMING_TRUNCATE_MIN_MS: Final = 2000.0
 TIMING_TRUNCATED_TRIALS: Final = 3
 DEFERRED_WRITE_WAIT_S: Final = 0.002  # after a kept timed output is copied: a later change means deferred work
 BURST_TARGET_MS: Final = 60.0  # the parent-timed burst of back-to-back calls lasts about this long per role
@@ -303,3 +306,7 @@ LOG_TAIL_BYTES: Final = 4000
 
 # Roofline counting rules (kbv.worker.flops): bump when a rule changes; part of the counts cache key.
 COUNT_RULES_VERSION: Final = 1
+
+# Named rule sets (--preset). "reward" is for scoring samples in a training loop: the verified baseline only, cached
+# reference timings with the short re-measure, one timing pair; every correctness check as always.
+PRESETS: Final = {"reward": {"protocol": "verified", "reuse_reference_timing": True, "timing_pairs": 1}}

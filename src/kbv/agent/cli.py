@@ -29,10 +29,13 @@ def _eval_flags(f):
     from kbv import protocol
 
     for option in reversed([
-        click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True),
-        click.option("--precision", type=click.Choice(list(protocol.PRECISIONS)), default="fp32", show_default=True),
+        click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
+                     help="Where to run: auto (a GPU when torch sees one, else the CPU), cpu or cuda."),
+        click.option("--precision", type=click.Choice(list(protocol.PRECISIONS)), default="fp32", show_default=True,
+                     help="The precision inputs and weights are cast to (sets the tolerances)."),
         click.option("--timeout", type=float, default=180.0, show_default=True, help="Seconds per stage."),
-        click.option("--build-timeout", type=float, default=600.0, show_default=True),
+        click.option("--build-timeout", type=float, default=600.0, show_default=True,
+                     help="Seconds for the compile stage (import and extension builds)."),
         click.option("--trials", type=int, default=protocol.DEFAULT_TRIALS_PER_DISTRIBUTION, show_default=True,
                      help="Correctness trials per distribution."),
         click.option("--profile", default="auto", show_default=True,
@@ -80,18 +83,21 @@ def agent() -> None:
 
 
 @agent.command("run")
-@click.option("--problem", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--problem", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="The problem file.")
 @click.option("--problems", help="A suite folder or a shipped suite's name.")
 @click.option("--only", multiple=True, help="Problems of the suite to run (keys, file stems or names; repeatable).")
 @click.option("--base-url", required=True, help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")
-@click.option("--model", required=True)
-@click.option("--api", type=click.Choice(["chat", "completions"]), default="chat", show_default=True)
+@click.option("--model", required=True, help="The model name the endpoint serves.")
+@click.option("--api", type=click.Choice(["chat", "completions"]), default="chat", show_default=True,
+              help="The endpoint's API: chat completions or plain completions.")
 @click.option("--api-key-env", default=None, help="Environment variable holding the API key (read, never stored).")
-@click.option("--backend", type=click.Choice(["cuda", "triton", "cpp"]), default="triton", show_default=True)
-@click.option("--max-iters", type=int, default=12, show_default=True)
+@click.option("--backend", type=click.Choice(["cuda", "triton", "cpp"]), default="triton", show_default=True,
+              help="What the kernels are written in.")
+@click.option("--max-iters", type=int, default=12, show_default=True, help="At most this many attempts.")
 @click.option("--patience", type=int, default=3, show_default=True,
               help="Iterations without an accepted kernel before optimisation dropout.")
-@click.option("--dropout", type=click.Choice(["keep-best", "reset"]), default="keep-best", show_default=True)
+@click.option("--dropout", type=click.Choice(["keep-best", "reset"]), default="keep-best", show_default=True,
+              help="After a failed attempt: continue from the best kernel so far, or from the start.")
 @click.option("--token-budget", type=int, default=None, help="Stop once prompt + completion tokens reach this.")
 @click.option("--kb", multiple=True, help="Knowledge-base folder: DIR (reference kernels) or LAYER=DIR "
                                           "(reference, notes, docs); repeatable.")
@@ -101,9 +107,10 @@ def agent() -> None:
 @click.option("--require-custom-kernels", is_flag=True, help="Never accept a kernel that falls back to library code.")
 @click.option("--ncu", is_flag=True, help="Nsight Compute metrics of each correct kernel as feedback (GPU, ncu on "
                                         "PATH; runs one untimed call outside kbv's sandbox).")
-@click.option("--temperature", type=float, default=0.0, show_default=True)
+@click.option("--temperature", type=float, default=0.0, show_default=True, help="Sampling temperature.")
 @click.option("--max-tokens", type=int, default=None, help="Completion tokens per request.")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="The folder for the attempts, their records and the best kernel.")
 @click.option("--resume", is_flag=True, help="Continue the run recorded in --out.")
 @_eval_flags
 def agent_run(problem, problems, only, base_url, model, api, api_key_env, backend, max_iters, patience, dropout,
@@ -208,9 +215,12 @@ def task() -> None:
 
 @task.command("export")
 @click.argument("problem")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
-@click.option("--backend", type=click.Choice(["cuda", "triton", "cpp"]), default="triton", show_default=True)
-@click.option("--require-custom-kernels", is_flag=True)
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="The task folder to write.")
+@click.option("--backend", type=click.Choice(["cuda", "triton", "cpp"]), default="triton", show_default=True,
+              help="What the kernels are to be written in.")
+@click.option("--require-custom-kernels", is_flag=True,
+              help="The task asks for custom kernels (a fallback to PyTorch is rejected).")
 def task_export(problem, out, backend, require_custom_kernels) -> None:
     """Write a task folder for PROBLEM (a problem file, or SUITE:KEY such as builtin:level1/5_ReLU)."""
     from kbv.agent.task import export_task
@@ -264,9 +274,9 @@ def task_check(folder, candidate, as_json, device, precision, timeout, build_tim
 @click.option("--suite", default="builtin", show_default=True, help="The suite the tasks were exported from.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Append the kbv.result/1 records here (readable by kbv report).")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the score as JSON.")
 @click.option("--protocol", "protocol_", type=click.Choice(["verified", "standard", "both"]), default="both",
-              show_default=True)
+              show_default=True, help="Which baselines to time.")
 @_eval_flags
 def task_score(folders, suite, out, as_json, protocol_, device, precision, timeout, build_timeout, trials, profile,
                timing_pairs) -> None:

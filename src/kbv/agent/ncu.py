@@ -7,12 +7,11 @@ runs the candidate outside kbv's sandbox (``ncu`` may need loopback, which the s
 removes), so it is off unless asked for. Without CUDA or without ``ncu`` on PATH it is skipped, and the audit says
 why.
 
-``python -m kbv.agent.ncu PROBLEM KERNEL [--profile NAME] [--precision fp32|bf16]`` is the profiled process.
+``python -m kbv.worker.ncu_target PROBLEM KERNEL [--profile NAME] [--precision fp32|bf16]`` is the profiled process.
 """
 
 from __future__ import annotations
 
-import argparse
 import csv
 import io
 import shutil
@@ -72,7 +71,7 @@ class NcuProfiler:
         if reason:
             return {"status": "skipped", "reason": reason}
         cmd = ["ncu", "--csv", "--page", "raw", "--nvtx", "--nvtx-include", f"{RANGE}/", "--target-processes", "all",
-               "--metrics", ",".join(METRICS.values()), sys.executable, "-m", "kbv.agent.ncu", str(problem.path),
+               "--metrics", ",".join(METRICS.values()), sys.executable, "-m", "kbv.worker.ncu_target", str(problem.path),
                str(kernel), "--precision", self.precision]
         if self.profile:
             cmd += ["--profile", self.profile]
@@ -85,35 +84,3 @@ class NcuProfiler:
             tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
             return {"status": "error", "reason": f"ncu exit {proc.returncode}: " + " | ".join(tail)[:500]}
         return {"status": "ok", "kernels": kernels}
-
-
-def _target(argv: list[str]) -> int:
-    import torch
-
-    from kbv.worker import loading
-
-    parser = argparse.ArgumentParser()
-    parser.add_argument("problem")
-    parser.add_argument("kernel")
-    parser.add_argument("--profile", default=None)
-    parser.add_argument("--precision", default="fp32")
-    args = parser.parse_args(argv)
-    problem = loading.load_problem_module(args.problem, args.profile)
-    candidate = loading.import_file(args.kernel, "kbv_candidate")
-    mode = getattr(problem, "KBV_MODE", "train")
-    model = loading.build_model(candidate.ModelNew, loading.init_inputs(problem), 0, "cuda", args.precision, mode)
-    loading.seed_everything(1)
-    dtype = loading.DTYPES[args.precision]
-    inputs = [x.to("cuda", dtype=dtype if x.is_floating_point() else x.dtype) if isinstance(x, torch.Tensor) else x
-              for x in problem.get_inputs()]
-    model(*inputs)  # warm-up: builds, autotunes
-    torch.cuda.synchronize()
-    torch.cuda.nvtx.range_push(RANGE)
-    model(*inputs)
-    torch.cuda.synchronize()
-    torch.cuda.nvtx.range_pop()
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(_target(sys.argv[1:]))

@@ -1,12 +1,20 @@
-"""The ``kbv`` command: parses flags and calls the library (no evaluation logic lives here)."""
+"""The ``kbv`` command: parses flags and calls the library (no evaluation logic lives here).
+
+Exit codes (README, "Exit codes"): 0 done; 1 ``--fail-on`` met (or a failed check such as ``kbv verify``); 2 a user
+error (one line ``Error: ...``); 130 interrupted (Ctrl-C).
+"""
 
 from __future__ import annotations
 
 import json
+import os
+import shlex
 import sys
+import threading
 import time
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
@@ -16,19 +24,63 @@ from rich.table import Table
 from kbv import envinfo, protocol
 from kbv.problems.candidates import Candidate, Pair, pair_candidates
 from kbv.eval import CompileResult, EvalOptions
-from kbv.problems import discover, load_problem, resolve_suite, shipped_suites
+from kbv.eval.options import OptionsError
+from kbv.problems import Problem, ProblemFormatError, discover, load_problem, resolve_suite, shipped_suites
 from kbv.records import Record, read_records
 from kbv.report.metrics import compare_runs
-from kbv.report.text import csv_report, json_report, markdown_report, print_report
-from kbv.eval.runner import Progress, run_pairs
+from kbv.report.text import csv_report, json_report, markdown_report, pair_block, print_report, print_table
+from kbv.eval.runner import Interrupted, Progress, run_pairs
 
-console = Console(width=None if sys.stdout.isatty() else 200)
+EXIT_FAIL_ON = 1  # --fail-on met
+EXIT_USAGE = 2  # a user mistake: one line "Error: ..."
+EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT)
+FAIL_ON = {
+    "incorrect": lambda r: r.get("verdict") == "incorrect",
+    "rejected": lambda r: r.get("verdict") == "rejected",
+    "any-failure": lambda r: r.get("verdict") != "correct",
+}
+
+
+class UserError(click.ClickException):
+    """A user mistake: printed as one line ``Error: ...``, exit code 2."""
+
+    exit_code = EXIT_USAGE
+
+
+def make_console(stderr: bool = False) -> Console:
+    """A console as wide as the terminal (``COLUMNS`` when set; 80 when not a terminal), made per command."""
+    return Console(stderr=stderr, highlight=False)
+
+
+console = make_console()  # kept for modules that import it; commands make their own (COLUMNS is read then)
+
+
+def _warn(line: str) -> None:
+    click.echo(f"Warning: {line.removeprefix('kbv: ')}", err=True)
+
+
+class KbvGroup(click.Group):
+    """The ``kbv`` group: known user mistakes raised anywhere below become ``Error: ...`` (exit 2), and Ctrl-C
+    outside a run exits 130 without a traceback."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        ctx.meta["kbv.argv"] = list(args)
+        return super().parse_args(ctx, args)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (OptionsError, ProblemFormatError) as exc:
+            raise UserError(str(exc)) from None
+        except KeyboardInterrupt:
+            click.echo("Interrupted.", err=True)
+            ctx.exit(EXIT_INTERRUPTED)
 
 
 class BarProgress(Progress):
     """A rich progress bar over builds and evaluations."""
 
-    def __init__(self) -> None:
+    def __init__(self, console: Console) -> None:
         self.bar = RichProgress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                                 TimeElapsedColumn(), TextColumn("{task.fields[last]}"), console=console)
 
@@ -50,20 +102,70 @@ class BarProgress(Progress):
 def _options(device: str, protocol_: str, precision: str, timeout: float, build_timeout: float, trials: int,
              profile: str, timing_pairs: int | None, speedup_bound: float, require_custom_kernels: bool = False,
              strict_precision: bool = False, standard_tolerance: str = protocol.DEFAULT_STANDARD_TOLERANCE,
-             build_workers: int | None = None) -> EvalOptions:
-    """``EvalOptions`` from the shared flags of ``eval`` and ``demo`` (``--build-workers`` is the runner's)."""
-    return EvalOptions(device=device, protocol=protocol_, precision=precision, timeout=timeout,
-                       build_timeout=build_timeout, trials=trials, profile=profile, timing_pairs=timing_pairs,
-                       speedup_bound=speedup_bound, require_custom_kernels=require_custom_kernels,
-                       strict_precision=strict_precision, standard_tolerance=standard_tolerance)
+             build_workers: int | None = None, preset: str | None = None) -> EvalOptions:
+    """``EvalOptions`` from the shared flags of ``eval`` and ``demo`` (``--build-workers`` is the runner's),
+    validated: a bad option is an ``Error:`` before anything runs, never a candidate's ``runtime_error``."""
+    options = EvalOptions(device=device, protocol=protocol_, precision=precision, timeout=timeout,
+                          build_timeout=build_timeout, trials=trials, profile=profile, timing_pairs=timing_pairs,
+                          speedup_bound=speedup_bound, require_custom_kernels=require_custom_kernels,
+                          strict_precision=strict_precision, standard_tolerance=standard_tolerance, preset=preset)
+    try:
+        options.validate()
+    except OptionsError as exc:
+        raise UserError(str(exc)) from None
+    if build_workers is not None and build_workers < 1:
+        raise UserError(f"--build-workers must be at least 1 (got {build_workers})")
+    return options
+
+
+def resolved_device(device: str) -> str:
+    """``envinfo.resolve_device``, with "no GPU" as a user error."""
+    try:
+        return envinfo.resolve_device(device)
+    except (RuntimeError, ValueError) as exc:
+        raise UserError(f"--device {device}: torch sees no CUDA device; use --device cpu (or auto)"
+                        if device == "cuda" else f"--device: {exc}") from None
+
+
+def check_profile(profile: str | None, problems: list[Problem]) -> None:
+    """A named ``--profile`` must be one every problem of the run defines (else auto or default)."""
+    if profile in (None, "auto", "default") or not problems:
+        return
+    lacking = [p.key for p in problems if profile not in p.profiles]
+    if not lacking:
+        return
+    known = sorted({name for p in problems for name in p.profiles})
+    if len(lacking) == len(problems):
+        raise UserError(f"--profile {profile!r}: no problem defines it (use auto, default"
+                        + "".join(f", {k}" for k in known) + ")")
+    more = f" and {len(lacking) - 5} more" if len(lacking) > 5 else ""
+    raise UserError(f"--profile {profile!r}: not defined by {', '.join(lacking[:5])}{more}; use auto or default")
+
+
+def suite_dir(name: str | Path | None, option: str) -> Path:
+    try:
+        return resolve_suite(name)
+    except FileNotFoundError as exc:
+        raise UserError(f"{option}: {exc} (shipped: {', '.join(shipped_suites())})") from None
+
+
+def discover_or_skip(folder: Path, err: Console) -> list[Problem]:
+    """The problems of a suite folder; a malformed one is skipped with its reason (the rest still run)."""
+    skipped: list[tuple[Path, str]] = []
+    found = discover(folder, skipped)
+    for path, why in skipped:
+        _warn(f"skipped problem {path}: {why}")
+    return found
 
 
 def _eval_flags(f):  # shared flags of `eval` and `demo`
     for option in reversed([
-        click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True),
+        click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
+                     help="Where to evaluate: auto (a GPU when torch sees one, else the CPU), cpu or cuda."),
         click.option("--protocol", "protocol_", type=click.Choice(sorted(protocol.PROTOCOLS)), default="both",
                      show_default=True, help="Which baselines to time (correctness always runs D1-D6)."),
-        click.option("--precision", type=click.Choice(list(protocol.PRECISIONS)), default="fp32", show_default=True),
+        click.option("--precision", type=click.Choice(list(protocol.PRECISIONS)), default="fp32", show_default=True,
+                     help="The precision inputs and weights are cast to (sets the tolerances)."),
         click.option("--timeout", type=float, default=180.0, show_default=True,
                      help="Seconds per stage (correctness, performance)."),
         click.option("--build-timeout", type=float, default=600.0, show_default=True,
@@ -86,74 +188,154 @@ def _eval_flags(f):  # shared flags of `eval` and `demo`
                      default=protocol.DEFAULT_STANDARD_TOLERANCE, show_default=True,
                      help="KernelBench's standard check: v0 (allclose 1e-2, v0/v0.1) or current (1e-4 fp32, 1e-2 "
                           "bf16); recorded in env.standard_tolerance."),
+        click.option("--preset", type=click.Choice(sorted(protocol.PRESETS)), default=None,
+                     help="A named rule set: reward = the verified baseline only, cached reference timings with a "
+                          "short re-measure, one timing pair (correctness checks unchanged). It overrides "
+                          "--protocol and --timing-pairs."),
     ]):
         f = option(f)
     return f
 
 
-def _run(pairs: list[Pair], options: EvalOptions, out: Path, resume: bool, build_workers: int | None) -> None:
-    bar = BarProgress()
+def _resume_command(ctx: click.Context) -> str:
+    argv = ctx.find_root().meta.get("kbv.argv") or sys.argv[1:]
+    args = [a for a in argv if a not in ("--resume", "--append", "--overwrite")]
+    return shlex.join(["kbv", *args, "--resume"])
+
+
+def _run(ctx: click.Context, pairs: list[Pair], options: EvalOptions, out: Path, resume: bool,
+         build_workers: int | None, existing: str, err: Console, resumable: bool = True) -> None:
+    bar = BarProgress(err)
     t0 = time.monotonic()
     try:
-        summary = run_pairs(pairs, options, out, resume=resume, progress=bar,
+        summary = run_pairs(pairs, options, out, resume=resume, progress=bar, existing=existing, notice=_warn,
                             build_workers=build_workers or envinfo.cpu_count())
+    except Interrupted as exc:
+        bar.stop()
+        click.echo(f"Interrupted: {exc.recorded} pairs recorded in {out}, {exc.remaining} not evaluated.", err=True)
+        if resumable:
+            click.echo(f"Continue with: {_resume_command(ctx)}", err=True)
+        sys.stderr.flush()
+        sys.stdout.flush()
+        if exc.stuck or threading.active_count() > 1 and any(
+                t.name.startswith("ThreadPoolExecutor") and t.is_alive() for t in threading.enumerate()):
+            os._exit(EXIT_INTERRUPTED)  # a thread that never returns must not hold the exit
+        ctx.exit(EXIT_INTERRUPTED)
+    except OptionsError as exc:
+        bar.stop()
+        raise UserError(str(exc)) from None
     finally:
         bar.stop()
-    console.print(f"{summary.evaluated} evaluated, {summary.skipped} already recorded, in "
-                  f"{time.monotonic() - t0:.0f} s -> {summary.out}")
+    err.print(f"{summary.evaluated} evaluated, {summary.skipped} already recorded, in "
+              f"{time.monotonic() - t0:.0f} s -> {summary.out}")
 
 
-@click.group()
+@click.group(cls=KbvGroup)
 @click.version_option(package_name="kbv")
 def main() -> None:
     """kbv: is this kernel correct on every input it must handle, and how fast is it, honestly?"""
 
 
 @main.command("eval")
-@click.option("--problem", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--candidate", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--problem", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="One problem file (with --candidate).")
+@click.option("--candidate", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="One candidate file defining ModelNew (with --problem).")
 @click.option("--problems", help="A suite folder (level*/ subfolders) of problems, or a shipped suite's name.")
 @click.option("--candidates", type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="A folder of candidates named level_<L>_problem_<id>_sample_<s>_kernel.py or like the problems.")
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True)
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="The results file (JSONL, one record per pair).")
 @click.option("--resume", is_flag=True, help="Skip pairs already recorded in --out.")
+@click.option("--append", is_flag=True, help="Add records to an existing --out (pairs already there run again).")
+@click.option("--overwrite", is_flag=True, help="Replace an existing --out.")
+@click.option("--fail-on", "fail_on", type=click.Choice(list(FAIL_ON)), multiple=True,
+              help="Exit 1 when a pair of this run is incorrect, rejected, or anything but correct (any-failure); "
+                   "may be repeated.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print this run's records on stdout (JSON lines); progress and messages go to stderr.")
 @_eval_flags
-def eval_cmd(problem, candidate, problems, candidates, out, resume, **flags) -> None:
+@click.pass_context
+def eval_cmd(ctx, problem, candidate, problems, candidates, out, resume, append, overwrite, fail_on, as_json,
+             **flags) -> None:
     """Evaluate one candidate (--problem/--candidate) or a folder of them (--problems/--candidates)."""
     options = _options(**flags)
-    build_workers = flags["build_workers"]
-    if problem and candidate:
+    err = make_console(stderr=True)
+    if sum((resume, append, overwrite)) > 1:
+        raise UserError("give only one of --resume, --append and --overwrite")
+    if problem and candidate and not (problems or candidates):
         pairs = [Pair(load_problem(problem), Candidate.from_path(candidate))]
-    elif problems and candidates:
-        try:
-            suite_dir = resolve_suite(problems)
-        except FileNotFoundError as exc:
-            raise click.BadParameter(str(exc), param_hint="'--problems'") from None
-        pairs, unmatched = pair_candidates(discover(suite_dir), [candidates])
+    elif problems and candidates and not (problem or candidate):
+        folder = suite_dir(problems, "--problems")
+        found = discover_or_skip(folder, err)
+        pairs, unmatched = pair_candidates(found, [candidates])
+        if not pairs:
+            names = ", ".join(p.name for p in unmatched[:10]) + (f" and {len(unmatched) - 10} more"
+                                                                  if len(unmatched) > 10 else "")
+            raise UserError(f"no candidate in {candidates} matches a problem of {folder}"
+                            + (f" (not matched: {names})" if unmatched else " (no .py files)"))
         for path in unmatched:
-            console.print(f"[yellow]no problem for candidate {path}[/]")
+            _warn(f"no problem for candidate {path}")
     else:
         raise click.UsageError("give --problem and --candidate, or --problems and --candidates")
-    _run(pairs, options, out, resume, build_workers)
-    print_report(compare_runs({out.stem: list(read_records(out))}), console)
+    resolved_device(options.device)
+    check_profile(options.profile, [p.problem for p in pairs])
+    existing = "overwrite" if overwrite else "append" if append else "error"
+    _run(ctx, pairs, options, out, resume, flags["build_workers"], existing, err)
+    keys = {p.key for p in pairs}
+    records = [r for r in read_records(out)
+               if (r.get("problem"), r.get("candidate_sha256"), int(r.get("sample", 0))) in keys]
+    if as_json:
+        for r in records:
+            click.echo(json.dumps(r))
+    elif len(pairs) == 1 and records:
+        for line in pair_block(records[-1]):
+            make_console().print(line, markup=False)
+    else:
+        print_report(compare_runs({out.stem: list(read_records(out))}), make_console())
+    failing = sorted({r["problem"] for r in records for cond in fail_on if FAIL_ON[cond](r)})
+    if failing:
+        click.echo(f"--fail-on {','.join(fail_on)}: {len(failing)} of {len(keys)} pairs ("
+                   + ", ".join(failing[:5]) + (" ..." if len(failing) > 5 else "") + ")", err=True)
+        ctx.exit(EXIT_FAIL_ON)
+
+
+def _written_by_demo(path: Path, examples: Path) -> bool:
+    """Whether every line of a file is a kbv record of one of the bundled examples (a file ``kbv demo`` wrote)."""
+    lines = [line for line in path.read_text(errors="replace").splitlines() if line.strip()]
+    if not lines:
+        return False
+    for line in lines:
+        try:
+            data = json.loads(line)
+        except ValueError:
+            return False
+        if not (isinstance(data, dict) and str(data.get("schema", "")).startswith("kbv.result/")
+                and str(data.get("candidate", "")).startswith(str(examples))):
+            return False
+    return True
 
 
 @main.command()
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=Path("kbv-demo.jsonl"),
-              show_default=True)
+              show_default=True, help="The results file; replaced only when an earlier kbv demo wrote it.")
 @_eval_flags
-def demo(out, **flags) -> None:
+@click.pass_context
+def demo(ctx, out, **flags) -> None:
     """Evaluate the bundled example candidates on the built-in suite and print the report."""
     options = _options(**flags)
-    build_workers = flags["build_workers"]
-    resolved = envinfo.resolve_device(options.device)
-    examples = Path(str(resources.files("kbv") / "examples"))
+    err = make_console(stderr=True)
+    resolved = resolved_device(options.device)
+    examples = Path(str(resources.files("kbv") / "examples")).resolve()
     folders = [examples / "common", examples / resolved]
     pairs, _ = pair_candidates(discover(resolve_suite(None)), folders)
-    out.unlink(missing_ok=True)
-    console.print(f"kbv demo: {len(pairs)} example candidates on the built-in suite, device {resolved}")
-    _run(pairs, options, out, False, build_workers)
-    print_report(compare_runs({"demo": list(read_records(out))}), console)
+    check_profile(options.profile, [p.problem for p in pairs])
+    if out.exists() and not _written_by_demo(out, examples):
+        raise UserError(f"{out} exists and was not written by kbv demo: give another --out (kbv demo replaces only "
+                        "its own results)")
+    err.print(f"kbv demo: {len(pairs)} example candidates on the built-in suite, device {resolved}")
+    _run(ctx, pairs, options, out, False, flags["build_workers"], "overwrite", err, resumable=False)
+    print_report(compare_runs({"demo": list(read_records(out))}), make_console())
 
 
 def _run_labels(paths: list[Path]) -> dict[str, Path]:
@@ -169,21 +351,29 @@ def _run_labels(paths: list[Path]) -> dict[str, Path]:
 @main.command()
 @click.argument("results", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--format", "fmt", type=click.Choice(["table", "markdown", "json", "csv"]), default="table",
-              show_default=True)
+              show_default=True, help="table (the terminal), markdown, json or csv (both with per-candidate rows).")
 @click.option("--html", "html_out", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write a self-contained HTML report (tables and plots) here.")
 @click.option("--plots", "plots_dir", type=click.Path(file_okay=False, path_type=Path),
               help="Also write the plots (PNG and SVG) into this folder.")
-@click.option("--suite", type=click.Path(exists=True, file_okay=False, path_type=Path),
-              help="Count rates over this suite's problems (missing kernels fail); default: problems in any run.")
+@click.option("--suite", help="Count rates over this suite's problems (a folder or a shipped suite's name; missing "
+                              "kernels fail); default: problems in any run.")
 @click.option("--per-candidate/--no-per-candidate", default=None, help="Per-candidate table (default: one run).")
 def report(results, fmt, html_out, plots_dir, suite, per_candidate) -> None:
     """Compare one or more results files (one per model or run), side by side."""
     from kbv.verify_cmd import verified_records  # warns on stderr: records failing verification, unauthenticated ones
 
-    runs = {label: list(verified_records(path)) for label, path in _run_labels(list(results)).items()}
-    universe = [p.key for p in discover(suite)] if suite else None
+    labels = _run_labels(list(results))
+    read = {label: sum(1 for _ in read_records(path, warn=_warn)) for label, path in labels.items()}
+    if not any(read.values()):
+        raise UserError("no kbv records in " + ", ".join(str(p) for p in labels.values()))
+    for label, n in read.items():
+        if not n:
+            _warn(f"{labels[label]}: no kbv records (left out)")
+    runs = {label: list(verified_records(path, warn=_warn)) for label, path in labels.items() if read[label]}
+    universe = [p.key for p in discover(suite_dir(suite, "--suite"))] if suite else None
     comparison = compare_runs(runs, universe)
+    out = make_console()
     if fmt == "json":
         click.echo(json_report(comparison))
     elif fmt == "markdown":
@@ -191,7 +381,7 @@ def report(results, fmt, html_out, plots_dir, suite, per_candidate) -> None:
     elif fmt == "csv":
         click.echo(csv_report(comparison), nl=False)
     else:
-        print_report(comparison, console, per_candidate)
+        print_report(comparison, out, per_candidate)
     if plots_dir:
         from kbv.report.plots import save_plots
 
@@ -201,39 +391,47 @@ def report(results, fmt, html_out, plots_dir, suite, per_candidate) -> None:
             raise click.ClickException(f"plots need matplotlib ({exc}): pip install 'kbv[report]'") from None
         if fmt == "table":
             for path in written:
-                console.print(f"plot: {path}", highlight=False)
+                out.print(f"plot: {path}")
     if html_out:
         from kbv.report.html import write_html
 
         write_html(comparison, html_out)
         if fmt == "table":
-            console.print(f"HTML report: {html_out}")
+            out.print(f"HTML report: {html_out}")
 
 
 @main.command("export-kernelbench")
 @click.argument("results", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--level", type=int, required=True)
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True)
+@click.option("--level", type=int, required=True, help="The KernelBench level to export (eval_results.json is per level).")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="Where to write eval_results.json.")
 @click.option("--protocol", "protocol_", type=click.Choice(["verified", "standard"]), default="verified",
               show_default=True, help="Whose verdict and timings become KernelBench's correctness and runtime.")
 @click.option("--pass-at-k", "pass_at_k_out", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write KernelBench's pass_at_k_results.json here.")
-@click.option("--on-duplicate", type=click.Choice(["error", "last"]), default="error", show_default=True)
+@click.option("--on-duplicate", type=click.Choice(["error", "last"]), default="error", show_default=True,
+              help="A (problem, sample) recorded more than once: an error, or the last record wins.")
 def export_kernelbench(results, level, out, protocol_, pass_at_k_out, on_duplicate) -> None:
     """Write results in KernelBench's eval_results.json layout (one level)."""
     from kbv.report.kernelbench import export_eval_results, export_pass_at_k, write_json
 
-    records = [r for path in results for r in read_records(path)]
-    write_json(export_eval_results(records, level, protocol_, on_duplicate), out)
+    records = [r for path in results for r in read_records(path, warn=_warn)]
+    try:
+        data = export_eval_results(records, level, protocol_, on_duplicate)
+    except ValueError as exc:
+        hint = " (give --on-duplicate last to keep the last record of each)" if "more than once" in str(exc) else ""
+        raise UserError(f"{exc}{hint}") from None
+    write_json(data, out)
     if pass_at_k_out:
         write_json(export_pass_at_k(records, level, protocol_), pass_at_k_out, indent=2)
-    console.print(f"{out}")
+    make_console().print(f"{out}")
 
 
 @main.command("import-kernelbench")
 @click.argument("eval_results", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--level", type=int, required=True)
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True)
+@click.option("--level", type=int, required=True, help="The KernelBench level the file holds.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="The kbv results file to write (JSONL).")
 @click.option("--problems", "problems_dir", help="The suite the run was evaluated on (maps ids to problem names).")
 @click.option("--source", default=None, help="A name for the imported run (default: the file's path).")
 def import_kernelbench(eval_results, level, out, problems_dir, source) -> None:
@@ -241,36 +439,40 @@ def import_kernelbench(eval_results, level, out, problems_dir, source) -> None:
     from kbv.report.kernelbench import import_eval_results, load_eval_results
     from kbv.records import RecordWriter
 
-    problems_list = discover(resolve_suite(problems_dir)) if problems_dir else None
-    records = import_eval_results(load_eval_results(eval_results), level, problems_list,
-                                  source=source or str(eval_results))
+    problems_list = discover(suite_dir(problems_dir, "--problems")) if problems_dir else None
+    try:
+        records = import_eval_results(load_eval_results(eval_results), level, problems_list,
+                                      source=source or str(eval_results))
+    except ValueError as exc:
+        raise UserError(f"{eval_results}: {exc}") from None
     writer = RecordWriter(out)
     for data in records:
         writer.append(Record(**{k: v for k, v in data.items()}))
-    console.print(f"{len(records)} records -> {out}")
+    make_console().print(f"{len(records)} records -> {out}")
 
 
 @main.command()
 @click.argument("suite", required=False)
 def problems(suite) -> None:
     """List the shipped suites, or the problems of SUITE (a shipped suite name or a folder)."""
+    console = make_console()
     if suite is None:
         for name in shipped_suites():
             found = discover(resolve_suite(name))
             console.print(f"{name}: {len(found)} problems ({resolve_suite(name)})")
         return
-    table = Table(title=str(suite))
-    for col in ("problem", "level", "id", "profiles", "skips", "mode"):
-        table.add_column(col)
-    for p in discover(resolve_suite(suite)):
-        table.add_row(p.key, str(p.level), str(p.problem_id), ", ".join(p.profiles) or "-",
-                      ", ".join(f"{k}: {v}" for k, v in p.skip.items()) or "-", p.mode)
-    console.print(table)
+    folder = suite_dir(suite, "SUITE")
+    header = ["problem", "level", "id", "profiles", "skips", "mode"]
+    rows = [[p.key, str(p.level), str(p.problem_id), ", ".join(p.profiles) or "-",
+             ", ".join(f"{k}: {v}" for k, v in p.skip.items()) or "-", p.mode]
+            for p in discover_or_skip(folder, console)]
+    print_table(console, str(suite), header, rows, keep=1)
 
 
 @main.command("protocol")
 def protocol_cmd() -> None:
     """Print the protocol: distributions, tolerances, baselines, verdict precedence and flags."""
+    console = make_console()
     t = Table(title="Distributions")
     t.add_column("name")
     t.add_column("scale")
@@ -302,61 +504,83 @@ def protocol_cmd() -> None:
     console.print(t)
 
 
+DEFAULT_ROOFLINE_HARDWARE = "H200 SXM"
+
+
 @main.command("roofline")
-@click.option("--problem", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--problems", type=click.Path(exists=True, file_okay=False, path_type=Path),
-              help="A suite folder (level*/ subfolders) of problems.")
-@click.option("--device", "device_name", default="H200 SXM", show_default=True,
-              help="A registry or torch/nvidia-smi device name ('NVIDIA H200', 'NVIDIA H100 80GB HBM3', 'cpu', ...).")
-@click.option("--precision", type=click.Choice(list(protocol.PRECISIONS)), default="fp32", show_default=True)
-@click.option("--profile", default="default", show_default=True, help="Size profile (default: the default sizes).")
+@click.option("--problem", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="One problem file.")
+@click.option("--problems", help="A suite folder (level*/ subfolders) of problems, or a shipped suite's name.")
+@click.option("--hardware", "hardware_name", default=None,
+              help=f"The hardware whose ceilings bound the table: a registry or torch/nvidia-smi name ('NVIDIA H200', "
+                   f"'NVIDIA H100 80GB HBM3', 'cpu', ...); default {DEFAULT_ROOFLINE_HARDWARE}.")
+@click.option("--device", "device_name", default=None,
+              help="Old name of --hardware (a hardware name; still works, with a warning).")
+@click.option("--precision", type=click.Choice(list(protocol.PRECISIONS)), default="fp32", show_default=True,
+              help="The precision the problem is counted at.")
+@click.option("--profile", default="auto", show_default=True,
+              help="Size profile: auto (small for the cpu hardware, default sizes for a GPU), default, or a name.")
 @click.option("--fp32-matmul", type=click.Choice(["tf32", "ieee"]), default="tf32", show_default=True,
               help="Roof for fp32 matmuls: tf32 (the verified baseline) or ieee (the standard one: the FP32 roof).")
 @click.option("--datasheet", is_flag=True, help="Ignore measured ceilings saved by `kbv calibrate`.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (an object for --problem, keyed by file for --problems).")
-def roofline_cmd(problem, problems, device_name, precision, profile, fp32_matmul, datasheet, as_json) -> None:
-    """Roofline bounds: FLOPs per precision, minimum bytes, intensity, regime and t_roofline on a device."""
+def roofline_cmd(problem, problems, hardware_name, device_name, precision, profile, fp32_matmul, datasheet,
+                 as_json) -> None:
+    """Roofline bounds: FLOPs per precision, minimum bytes, intensity, regime and t_roofline on some hardware."""
     from kbv import roofline
     from kbv.roofline import hardware
     from kbv.files import cache_dir as default_cache_dir
+    from kbv.problems import resolve_profile
 
     if bool(problem) == bool(problems):
         raise click.UsageError("give --problem or --problems")
+    if device_name is not None:
+        if hardware_name is not None:
+            raise UserError("give --hardware only (--device is its old name)")
+        _warn(f"kbv roofline --device names the hardware: use --hardware {shlex.quote(device_name)}")
+        hardware_name = device_name
+    hardware_name = hardware_name or DEFAULT_ROOFLINE_HARDWARE
     try:
-        ceilings = hardware.ceilings_for(device_name, default_cache_dir(), prefer_measured=not datasheet)
+        ceilings = hardware.ceilings_for(hardware_name, default_cache_dir(), prefer_measured=not datasheet)
     except KeyError as exc:
-        raise click.ClickException(str(exc.args[0])) from None
-    paths = [problem] if problem else [p.path for p in discover(problems)]
+        raise UserError(str(exc.args[0])) from None
+    found = [load_problem(problem)] if problem else discover_or_skip(suite_dir(problems, "--problems"),
+                                                                     make_console(stderr=True))
+    check_profile(profile, found)
+    kind = "cpu" if ceilings.name == "cpu" else "cuda"
     results: dict[Path, roofline.Roofline] = {}
-    for path in paths:
+    for p in found:
         try:
-            counts = roofline.count_isolated(path, profile, precision, fp32_matmul=fp32_matmul)
-            results[path] = roofline.Roofline(counts, ceilings)
+            counts = roofline.count_isolated(p.path, resolve_profile(profile, kind, p), precision,
+                                             fp32_matmul=fp32_matmul)
+            results[p.path] = roofline.Roofline(counts, ceilings)
         except Exception as exc:  # one problem that cannot be counted does not stop a suite
             if problem:
-                raise click.ClickException(f"{path}: {type(exc).__name__}: {exc}") from None
-            console.print(f"[yellow]{path}: {type(exc).__name__}: {exc}[/]")
+                raise UserError(f"{p.path}: {type(exc).__name__}: {exc}") from None
+            _warn(f"{p.path}: {type(exc).__name__}: {exc}")
     if as_json:
         data = {str(p): r.to_json() for p, r in results.items()}
-        click.echo(json.dumps(data[str(problem)] if problem else data, indent=2))
+        click.echo(json.dumps(data[str(found[0].path)] if problem else data, indent=2))
         return
-    table = Table(title=f"Roofline on {ceilings.name} ({ceilings.source} ceilings)")
-    for col in ("problem", "GFLOP", "MB", "FLOP/B", "regime", "t_roofline_ms", "notes"):
-        table.add_column(col, justify="left" if col in ("problem", "regime", "notes") else "right")
+    placeholder = ceilings.source == "placeholder"
+    title = f"Roofline on {ceilings.name} ({ceilings.source} ceilings" + (
+        ": not a datasheet; run kbv calibrate to measure them)" if placeholder else ")")
+    header = ["problem", "GFLOP", "MB", "FLOP/B", "regime", "t_roofline_ms", "notes"]
+    rows = []
     for path, r in results.items():
         notes = ["launch-bound"] if r.launch_bound else []
+        notes += ["placeholder ceilings"] if placeholder else []
         notes += [r.counts.fallback] if r.counts.fallback else []
         notes += ["uncounted: " + ", ".join(r.counts.uncounted)] if r.counts.uncounted else []
-        table.add_row(f"{path.parent.name}/{path.stem}", f"{r.total_flops / 1e9:.3f}", f"{r.bytes / 1e6:.1f}",
-                      f"{r.intensity:.2f}", r.regime, f"{r.t_roofline_ms:.4f}", "; ".join(notes) or "-")
-    console.print(table)
+        rows.append([f"{path.parent.name}/{path.stem}", f"{r.total_flops / 1e9:.3f}", f"{r.bytes / 1e6:.1f}",
+                     f"{r.intensity:.2f}", r.regime, f"{r.t_roofline_ms:.4f}", "; ".join(notes) or "-"])
+    print_table(make_console(), title, header, rows, keep=1)
 
 
 @main.command("calibrate")
 @click.option("--device", "device_", default="auto", show_default=True, help="cpu, cuda, cuda:N or auto.")
 @click.option("--save/--no-save", default=True, show_default=True,
               help="Save under $KBV_CACHE_DIR/ceilings.json, where `kbv roofline` and `kbv eval` prefer them.")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the measured ceilings as JSON.")
 def calibrate_cmd(device_, save, as_json) -> None:
     """Measure achievable ceilings: a large matmul per precision and a device-to-device copy (median of runs)."""
     import torch
@@ -364,7 +588,14 @@ def calibrate_cmd(device_, save, as_json) -> None:
     from kbv.roofline import hardware
     from kbv.files import cache_dir as default_cache_dir
 
-    device = envinfo.resolve_device(device_) if device_ in ("auto", "cpu", "cuda") else device_
+    if device_ in ("auto", "cpu", "cuda"):
+        device = resolved_device(device_)
+    elif device_.startswith("cuda:") and device_[5:].isdigit():
+        if int(device_[5:]) >= len(envinfo.gpu_indices()):
+            raise UserError(f"--device {device_}: torch sees {len(envinfo.gpu_indices())} CUDA devices")
+        device = device_
+    else:
+        raise UserError(f"--device must be cpu, cuda, cuda:N or auto (got {device_!r})")
     if device == "cpu":
         torch.set_num_threads(1)  # kbv's CPU workers run single-threaded: measure the roof they can reach
     measured = hardware.calibrate(device)
@@ -372,8 +603,9 @@ def calibrate_cmd(device_, save, as_json) -> None:
     if as_json:
         click.echo(json.dumps(measured.to_json(), indent=2))
         return
-    console.print(f"{measured.name}: " + ", ".join(f"{k} {v / 1e12:.2f} TFLOP/s" for k, v in measured.flops.items())
-                  + f"; copy {measured.bandwidth / 1e9:.1f} GB/s" + (f" -> {path}" if path else ""))
+    make_console().print(f"{measured.name}: " + ", ".join(f"{k} {v / 1e12:.2f} TFLOP/s"
+                                                          for k, v in measured.flops.items())
+                         + f"; copy {measured.bandwidth / 1e9:.1f} GB/s" + (f" -> {path}" if path else ""))
 
 
 from kbv.cli.trace import trace_cmd  # noqa: E402

@@ -43,8 +43,10 @@ def print_table(results: list[LintResult], console: Console) -> None:
 
 @click.command("lint")
 @click.argument("problems", nargs=-1, required=True)
-@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
-@click.option("--precision", type=click.Choice(list(protocol.PRECISIONS)), default="fp32", show_default=True)
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
+              help="Where to run: auto (a GPU when torch sees one, else the CPU), cpu or cuda.")
+@click.option("--precision", type=click.Choice(list(protocol.PRECISIONS)), default="fp32", show_default=True,
+              help="The precision inputs and weights are cast to (sets the tolerances).")
 @click.option("--profile", default="auto", show_default=True,
               help="auto (small on CPU, default sizes on GPU), small, default, or another profile name.")
 @click.option("--seeds", type=click.IntRange(min=2), default=protocol.DEFAULT_TRIALS_PER_DISTRIBUTION,

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import click
 from rich.console import Console
 from rich.table import Table
 
-console = Console(width=None if sys.stdout.isatty() else 200)
+console = Console(highlight=False)  # as wide as the terminal (COLUMNS)
 
 
 def _pct(x: float | None) -> str:
@@ -79,8 +78,9 @@ def build_cmd(traces, out, coverage, max_shapes, held_out, force) -> None:
 @click.argument("results", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--suite", "suite_dir", type=click.Path(exists=True, file_okay=False, path_type=Path), required=True,
               help="A built suite (its evaluator/weights.json).")
-@click.option("--baseline", type=click.Choice(["verified", "standard"]), default="verified", show_default=True)
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--baseline", type=click.Choice(["verified", "standard"]), default="verified", show_default=True,
+              help="Whose verdicts and speedups count.")
+@click.option("--json", "as_json", is_flag=True, help="Print the score as JSON.")
 def score_cmd(results, suite_dir, baseline, as_json) -> None:
     """The weighted attainment S_agg of a run (RESULTS.jsonl files) on a built suite."""
     from kbv.records import read_records

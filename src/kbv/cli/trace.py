@@ -50,7 +50,8 @@ def print_summary(trace: dict[str, Any], out: Console, top: int = TOP) -> None:
 @click.command("trace")
 @click.argument("target", required=False)
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Where to write the trace (JSON).")
-@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
+              help="Where to run the model while tracing: auto, cpu or cuda.")
 @click.option("--size", type=click.Choice(["full", "tiny"]), default="full", show_default=True,
               help="full: the real widths (2 layers); tiny: the same code at toy sizes (CPU tests).")
 @click.option("--prefill-tokens", type=int, default=None, help="LLM prompt length (default 2048; tiny 16).")

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import secrets
 import tempfile
+import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from kbv.eval.evidence import Evidence, Failure
 from kbv.eval.options import EvalOptions
@@ -71,6 +73,7 @@ class PairContext:
         self.tamper: dict[str, set[str]] = {"candidate": set(), "reference": set()}
         self.first_seen: dict[tuple[str, int], observe.Snapshot] = {}  # each worker's tree after its first call
         self.growth: dict[str, dict[str, int]] = {}  # the most each role's trees grew since
+        self.spent: dict[str, float] = {}  # seconds per "<stage>/<part>" (the record's wall_seconds breakdown)
 
     def candidate_state(self) -> dict[str, Any]:
         """The reference's state under the candidate's own names (``kbv.eval.params``)."""
@@ -107,6 +110,21 @@ class PairContext:
             self.evidence.see("background_threads")
             self.draft.correctness.setdefault("input_use", {}).setdefault("observed_growth", {})[when or "call"] = {
                 "processes": [first.processes, seen.processes], "threads": [first.threads, seen.threads]}
+
+    @contextmanager
+    def clock(self, stage: str, part: str) -> Iterator[None]:
+        """Charge the time of a block to ``<stage>/<part>`` of the record's ``wall_seconds`` breakdown."""
+        t0 = time.monotonic()
+        try:
+            yield
+        finally:
+            key = f"{stage}/{part}"
+            self.spent[key] = self.spent.get(key, 0.0) + time.monotonic() - t0
+
+    def start(self, role: str, stage: str, deadline: float) -> Worker:
+        """A fresh worker, its start (process, imports, problem load, confinement) charged to ``process_start``."""
+        with self.clock(stage, "process_start"):
+            return Worker(self.spec(role, stage), deadline)
 
     def note(self, section: str, key: str, distribution: str, value: Any) -> None:
         """``draft.correctness[section][key][distribution] = value`` (the record's per-distribution details)."""

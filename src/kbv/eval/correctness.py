@@ -16,7 +16,7 @@ from typing import Any, Callable
 from kbv import fallback as fallback_check
 from kbv import judge
 from kbv.eval.context import PairContext, ReferenceFailed, failure_dict
-from kbv.eval.evidence import Failure
+from kbv.eval.evidence import PART_OF, Failure
 from kbv.eval.params import describe, map_parameters
 from kbv.protocol import DISTRIBUTIONS, GUARD_BYTES, POISON_BYTES, PRECISION_CHECK, TOLERANCES
 from kbv.sandbox import observe
@@ -77,7 +77,8 @@ class CorrectnessStage:
     def cand_call(self, worker: Worker, msg: dict[str, Any]) -> dict[str, Any]:
         t0 = time.monotonic()
         try:
-            reply = worker.call(msg, t0 + max(0.0, self.options.timeout - self.spent))
+            with self.ctx.clock("correctness", PART_OF.get(msg.get("cmd", ""), "other")):
+                reply = worker.call(msg, t0 + max(0.0, self.options.timeout - self.spent))
         finally:
             self.spent += time.monotonic() - t0
         if msg.get("cmd") == "forward":  # not the profiled call: kbv's profiler may start threads of its own
@@ -86,7 +87,8 @@ class CorrectnessStage:
 
     def ref_call(self, worker: Worker, msg: dict[str, Any]) -> dict[str, Any]:
         try:
-            reply = worker.call(msg, time.monotonic() + self.options.timeout)
+            with self.ctx.clock("correctness", PART_OF.get(msg.get("cmd", ""), "other")):
+                reply = worker.call(msg, time.monotonic() + self.options.timeout)
         except WorkerFailure as failure:
             raise ReferenceFailed(failure, "correctness") from None
         if msg.get("cmd") == "forward":
@@ -106,7 +108,7 @@ class CorrectnessStage:
         seeds: dict[str, list[int]] = {}
         failure: WorkerFailure | None = None
         try:
-            reference = Worker(ctx.spec("reference", "correctness"), time.monotonic() + options.timeout)
+            reference = ctx.start("reference", "correctness", time.monotonic() + options.timeout)
         except WorkerFailure as exc:
             raise ReferenceFailed(exc, "correctness") from None
         with reference:
@@ -116,7 +118,7 @@ class CorrectnessStage:
             ctx.draft.env["device"] = setup.get("device", {}) | ctx.draft.env.get("device", {})
             try:
                 t0 = time.monotonic()
-                candidate = Worker(ctx.spec("candidate", "correctness"), t0 + options.timeout)
+                candidate = ctx.start("candidate", "correctness", t0 + options.timeout)
                 self.spent += time.monotonic() - t0
             except WorkerFailure as exc:
                 failure = exc

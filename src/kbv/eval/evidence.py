@@ -12,6 +12,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 STAGES = ("compile", "correctness", "performance")
+# what each worker command's time is charged to in the wall_seconds breakdown
+PART_OF = {"setup": "setup", "perturb": "setup", "load": "setup", "forward": "trials", "judge": "judging",
+           "precision": "probes", "fallback": "probes", "buffers": "probes", "memory": "probes", "burst": "probes",
+           "time": "timing", "kept": "judging", "drop": "judging"}
 ROLES = ("candidate", "reference", "harness")
 
 

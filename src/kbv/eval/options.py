@@ -8,7 +8,7 @@ from pathlib import Path
 
 from kbv.files import cache_dir
 from kbv.problems import Problem, resolve_profile
-from kbv.protocol import DEFAULT_SPEEDUP_BOUND, PROTOCOLS, STANDARD_TOLERANCES, TOLERANCES
+from kbv.protocol import DEFAULT_SPEEDUP_BOUND, PRESETS, PROTOCOLS, STANDARD_TOLERANCES, TOLERANCES
 
 DEVICES = ("auto", "cpu", "cuda")
 
@@ -41,6 +41,14 @@ class EvalOptions:
     threads: int | None = None  # torch threads in workers; default 1 on the CPU (timings immune to other load)
     build_jobs: int | None = None
     keep_scratch: bool = False
+    preset: str | None = None  # a named rule set (kbv.protocol.PRESETS); it sets the fields it names
+
+    def __post_init__(self) -> None:
+        if self.preset is not None:
+            if self.preset not in PRESETS:
+                raise OptionsError(f"--preset must be one of {', '.join(sorted(PRESETS))} (got {self.preset!r})")
+            for name, value in PRESETS[self.preset].items():
+                setattr(self, name, value)
 
     def resolved_profile(self, device: str, problem: Problem) -> str | None:
         return resolve_profile(self.profile, device, problem)

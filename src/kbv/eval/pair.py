@@ -107,6 +107,7 @@ class PairEvaluation:
                                                    "traceback": traceback.format_exc()[-3000:]}))
         finally:
             draft.wall_seconds["total"] = round(time.monotonic() - start, 3)
+            draft.wall_seconds.update({k: round(v, 3) for k, v in sorted(ctx.spent.items())})
             if not options.keep_scratch:
                 shutil.rmtree(ctx.scratch, ignore_errors=True)
         decision = rules_.decide(ev, rules)
@@ -152,12 +153,15 @@ class PairEvaluation:
         sandbox = sandbox_plan.plan(ctx.options.sandbox, ctx.device)
         ids = sandbox.get("ids")
         env["isolation"] = {
-            "process": "fresh process per stage and role (fork server), own session and process group, private "
-                       "working and temporary folder",
+            "process": "fresh process per stage and role (kbv's launcher, reachable only by the parent), own "
+                       "session and process group, private working and temporary folder, allow-listed environment",
             "requested": ", ".join([*(name for key, name in (("network", "network namespace"),
-                                                              ("pid", "PID namespace"),
-                                                              ("read_only", "read-only kbv and results"))
-                                       if sandbox.get(key)), f"user {ids[2]}" if ids else "root user"])
+                                                              ("pid", "PID namespace with its own /proc"),
+                                                              ("read_only", "read-only kbv and results"),
+                                                              ("hide", "evaluator data hidden"),
+                                                              ("seccomp", "seccomp deny-list"))
+                                       if sandbox.get(key)),
+                                    f"user {ids[2]} (user namespace)" if ids else "root user"])
             if sandbox["requested"] else "none",
             "reason": sandbox.get("reason", ""),
         }

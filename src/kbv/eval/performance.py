@@ -19,7 +19,7 @@ from typing import Any
 from kbv import envinfo, stats
 from kbv.eval.context import PairContext, ReferenceFailed, failure_dict
 from kbv.eval.correctness import as_float
-from kbv.eval.evidence import Failure
+from kbv.eval.evidence import PART_OF, Failure
 from kbv.eval.refcache import ReferenceTimingCache, cache_key
 from kbv.protocol import (
     BURST_DEVICE_BOUND, BURST_INPUT_SETS, BURST_MAX_CALLS, BURST_MAX_WALL_SPEEDUP, BURST_MIN_CLAIM, BURST_TARGET_MS,
@@ -57,18 +57,19 @@ class PerformanceStage:
         both processes allocate alike)."""
         state = self.ctx.ref_state if role == "reference" else self.ctx.candidate_state()
         try:
-            worker = Worker(self.ctx.spec(role, "performance"), deadline)
-            worker.call({"cmd": "setup", "init_seed": self.ctx.init_seed, "state": state}, deadline)
+            worker = self.ctx.start(role, "performance", deadline)
+            with self.ctx.clock("performance", "setup"):
+                worker.call({"cmd": "setup", "init_seed": self.ctx.init_seed, "state": state}, deadline)
             return worker
         except WorkerFailure as failure:
             if role == "reference":
                 raise ReferenceFailed(failure, "performance") from None
             raise
 
-    @staticmethod
-    def _call(worker: Worker, role: str, msg: dict[str, Any], deadline: float) -> dict[str, Any]:
+    def _call(self, worker: Worker, role: str, msg: dict[str, Any], deadline: float) -> dict[str, Any]:
         try:
-            return worker.call(msg, deadline)
+            with self.ctx.clock("performance", PART_OF.get(msg.get("cmd", ""), "other")):
+                return worker.call(msg, deadline)
         except WorkerFailure as failure:
             if role == "reference":
                 raise ReferenceFailed(failure, "performance") from None
@@ -172,13 +173,13 @@ class PerformanceStage:
         """One process pair: reference and candidate alternate in ABBA rounds, each timing command with a fresh key
         for its inputs; then the judged timed calls, drawn by the parent among every call the candidate kept. The
         evaluator's own clock runs around every timing call (``wall``: [ms, calls, reported ms] per role); the
-        candidate's trials are capped at ``TIMING_TRUNCATE_FACTOR`` times the reference's in the same round."""
+        candidate is timed once with few trials when it is far slower than the reference (``kbv.worker.timer``)."""
         baselines = self.baselines
         workers = {"reference": reference, "candidate": candidate}
         roles = ("reference", "candidate")
         kept: list[tuple[int, str, int, int]] = []  # (round, baseline, index, key) of every call the candidate kept
         keys: dict[int, int] = {}
-        ref_round_ms: dict[str, float] = {}
+        ref_call_ms: dict[str, float] = {}  # the reference's median per call in this pair, per baseline
         try:
             for role in roles:
                 for b in baselines:
@@ -189,15 +190,15 @@ class PerformanceStage:
                     key = secrets.randbits(63)
                     msg: dict[str, Any] = {"cmd": "time", "key": key, "names": self.names, "baselines": baselines,
                                            "share": share, "round": round_index}
+                    msg["ring_bytes"] = self.ring_bytes  # both roles keep every output: the same work and memory
                     if role == "candidate":
-                        msg["ring_bytes"] = self.ring_bytes
                         keys[round_index] = key
                     if role == "reference" and cached:
                         if round_index or pair_index:
                             continue  # cached: one short re-measure only
                         msg |= {"share": 1.0, "max_trials": REFERENCE_REMEASURE_TRIALS}
-                    if role == "candidate" and ref_round_ms:
-                        msg["cap_ms"] = {b: TIMING_TRUNCATE_FACTOR * ms for b, ms in ref_round_ms.items()}
+                    if role == "candidate" and ref_call_ms:
+                        msg["slow_ms"] = {b: TIMING_TRUNCATE_FACTOR * ms for b, ms in ref_call_ms.items()}
                     t0 = time.monotonic()
                     reply = self._call(workers[role], role, msg, deadline)
                     elapsed_ms = (time.monotonic() - t0) * 1e3
@@ -213,8 +214,9 @@ class PerformanceStage:
                         calls += 3 + int(timing["warmup"]) + len(times)
                         reported += sum(times)
                         if role == "reference":
-                            ref_round_ms[b] = max(ref_round_ms.get(b, 0.0), sum(times))
-                            continue
+                            if times:
+                                ref_call_ms[b] = statistics.median(samples[role][b][-1])
+                            continue  # the reference's kept outputs are dropped (below)
                         if timing.get("truncated"):
                             self.truncated = True
                         ring = (reply.get("ring") or {}).get(b) or {}
@@ -236,6 +238,7 @@ class PerformanceStage:
                             {"role": role, "reported_ms": reported, "wall_ms": elapsed_ms})
                 if self.truncated:
                     break
+            self._call(reference, "reference", {"cmd": "drop"}, deadline)
             self._judge_timed_outputs(reference, candidate, kept, deadline)
             if pair_index == 0 and not self.truncated:
                 self._burst_check(reference, candidate, samples, deadline)
@@ -333,7 +336,7 @@ class PerformanceStage:
         ctx = self.ctx
         identity = envinfo.gpu_identity(ctx.gpu) if ctx.device == "cuda" else {}
         return cache_key(ctx.problem.source_sha256, self.draft.shapes, self.options.precision, baseline,
-                         ctx.device, identity.get("name", ctx.device), identity.get("driver", ""))
+                         ctx.device, identity.get("name", ctx.device), identity.get("driver", ""), self.names)
 
     def _cached_reference(self, baselines: list[str]) -> dict[str, Any]:
         """Cached reference timings for every baseline, or {} (then the reference is timed live, interleaved)."""

@@ -1,7 +1,7 @@
 """Cache of reference timings, keyed by everything that can change them.
 
 The key covers the problem's source hash, its shapes, the precision, the baseline, the device name, the driver,
-torch's version and the timing rule. A cached value is never used blind: the pipeline always re-measures briefly and
+torch's version, the timing rule and the timed inputs' distribution mix. A cached value is never used blind: the pipeline always re-measures briefly and
 records the drift beside the cached median.
 """
 
@@ -16,15 +16,16 @@ from typing import Any
 import torch
 
 from kbv.files import write_atomic
-from kbv.protocol import TIMING_RULES
+from kbv.protocol import TIMED_DISTRIBUTION_WEIGHTS, TIMING_RULES
 
 
 def cache_key(problem_sha256: str, shapes: dict[str, Any], precision: str, baseline: str, device_kind: str,
-              device_name: str, driver: str) -> str:
+              device_name: str, driver: str, distributions: tuple[str, ...] = ()) -> str:
     material = {
         "problem": problem_sha256, "shapes": shapes, "precision": precision, "baseline": baseline,
         "device": device_name, "driver": driver, "torch": torch.__version__,
         "rule": asdict(TIMING_RULES[device_kind]),
+        "inputs": {d: TIMED_DISTRIBUTION_WEIGHTS[d] for d in distributions},  # the timed inputs' mix
     }
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
 

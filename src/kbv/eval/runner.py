@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import queue
 import shutil
+import signal
 import threading
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
@@ -69,6 +70,26 @@ def sandbox_notice(sandbox: dict) -> str | None:
     else:
         todo = "see docs/security.md; evaluate only code you trust until it is fixed"
     return f"kbv: candidate isolation reduced ({reason}): {todo}"
+
+
+class _StopOnSigint:
+    """While a run is in progress (main thread only): Ctrl-C first marks the run stopped, so no thread records a
+    worker's death by that signal as the candidate's failure, then raises ``KeyboardInterrupt`` as usual."""
+
+    def __enter__(self) -> "_StopOnSigint":
+        self.previous = None
+        if threading.current_thread() is threading.main_thread():
+            self.previous = signal.getsignal(signal.SIGINT)
+            signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def _handle(self, signum: int, frame: object) -> None:
+        launch.refuse_workers()
+        raise KeyboardInterrupt
+
+    def __exit__(self, *exc: object) -> None:
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
 
 
 def _wait_all(futures: list[Future]) -> None:
@@ -199,7 +220,13 @@ def run_pairs(pairs: Sequence[Pair], options: EvalOptions, out: str | Path, *, r
     todo = [p for p in pairs if p.key not in done]
     slots = device_slots(device)
     launch.allow_workers()
+    with _StopOnSigint():
+        return _run(pairs, todo, options, device, slots, out, writer, build_workers, progress, label)
 
+
+def _run(pairs: Sequence[Pair], todo: list[Pair], options: EvalOptions, device: str, slots: list[int | None],
+         out: Path, writer: RecordWriter, build_workers: int, progress: Progress,
+         label: Callable[[Pair], str] | None) -> RunSummary:
     # 1. Builds, in parallel, one per distinct candidate file. 2. Evaluation over the device pool.
     progress.start(len({p.candidate.sha256 for p in todo}), len(todo))
     try:

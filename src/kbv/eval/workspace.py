@@ -59,12 +59,14 @@ def candidate_spec(problem: Problem, candidate: Candidate, options: EvalOptions,
         protected = [*sandbox_plan.protected_code(), *options.protect]
         confine_spec = {"network": sandbox["network"], "pid": sandbox["pid"],
                         "ids": [ids[0], ids[1]] if ids else None,
-                        "read_only": protected if sandbox["read_only"] else None}
+                        "read_only": protected if sandbox["read_only"] else None,
+                        "seccomp": bool(sandbox.get("seccomp")), "keep": sandbox_plan.runtime_paths(),
+                        "hide": sandbox_plan.hidden_paths(problem.path, options.cache_dir)
+                        if sandbox.get("hide", True) else []}
     if ids is not None:
         src = work / "src"
         src.mkdir(exist_ok=True)
         candidate_path = str(shutil.copy2(candidate.path, src / candidate.path.name))
-        problem_path = str(shutil.copy2(problem.path, src / problem.path.name))
         build = Path(env["TORCH_EXTENSIONS_DIR"]).parent
         if not sandbox_plan.traversable(build.parent):  # e.g. a cache under /root: build somewhere the user can reach
             build = SANDBOX_BUILD_ROOT / build.name
@@ -79,6 +81,7 @@ def candidate_spec(problem: Problem, candidate: Candidate, options: EvalOptions,
         precision=options.precision, mode=problem.mode, work_dir=work, log_path=scratch / f"{stage}-candidate.log",
         candidate_path=candidate_path, unscaled=problem.unscaled_inputs, env=env,
         threads=options.resolved_threads(device), confine=confine_spec, stage=stage, shape=shape,
+        problem_sha256=problem.source_sha256,
     )
 
 
@@ -100,5 +103,5 @@ def reference_spec(problem: Problem, options: EvalOptions, device: str, gpu: int
         role="reference", device=device, problem_path=str(problem.path), profile=options.resolved_profile(device, problem),
         precision=options.precision, mode=problem.mode, work_dir=work, log_path=scratch / f"{stage}-reference.log",
         unscaled=problem.unscaled_inputs, env=_reference_env(device, gpu, work),
-        threads=options.resolved_threads(device), stage=stage, shape=shape,
+        threads=options.resolved_threads(device), stage=stage, shape=shape, problem_sha256=problem.source_sha256,
     )

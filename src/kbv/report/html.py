@@ -16,8 +16,10 @@ import re
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from kbv.report.metrics import Decomposition, GroupSummary, RunComparison, finite_number, speedup_of
-from kbv.report.text import human_bytes, pct, times
+from kbv.report.metrics import (Decomposition, GroupSummary, RunComparison, attainment_of, finite_number,
+                                speedup_of)
+from kbv.report.text import (NO_TF32_EFFECT, ceilings_source, group_records, human_bytes, pct, speedup_cell,
+                             tf32_possible, times)
 from kbv.protocol import FAST_P_THRESHOLDS, VERDICT_PRECEDENCE
 
 CSS_PX_PER_INCH = 96
@@ -240,8 +242,13 @@ def decomposition_table(comparison: RunComparison, run: str) -> str:
     for d in decomps:
         # (row class, step, kernels, geomean, fast_1, delta geomean, delta fast_1, moved), all HTML already
         rows: list[tuple[str, str, str, str, str, str, str, str]] = []
+        no_tf32 = not tf32_possible(group_records(comparison, run, d.group))
         for step in d.steps:
             effect = d.effects.get(step.name) or {}
+            if no_tf32 and step.name.startswith("(a)"):
+                rows.append(("", esc(step.name), str(step.kernels), times(step.geomean), pct(step.fast_1),
+                             NO_TF32_EFFECT, "", ""))
+                continue
             if step.name == "verified":
                 residual = d.effects.get("residual") or {}
                 rows.append(("effect", "residual (stricter D1 checks, kernels only the verified check accepts)",
@@ -267,14 +274,9 @@ def decomposition_table(comparison: RunComparison, run: str) -> str:
 
 
 def _speedup_cell(record: dict[str, Any], baseline: str) -> str:
-    value = speedup_of(record, baseline)
-    if value is None:
-        return "-"
-    entry = (record.get("speedup") or {}).get(baseline) or {}
-    low, high = finite_number(entry.get("ci_low")), finite_number(entry.get("ci_high"))
-    if low is not None and high is not None:
-        return f"{value:.2f}x <span class=\"std\">[{low:.2f}, {high:.2f}]</span>"
-    return f"{value:.2f}x"
+    """As the terminal shows it (kbv.report.text.speedup_cell): the interval, ~1 where it contains 1.0, the
+    Triton interpreter, and in parentheses, not counted, for a kernel that is not correct."""
+    return esc(speedup_cell(record, baseline))
 
 
 def _failed_cell(record: dict[str, Any]) -> str:
@@ -415,6 +417,19 @@ DEFINITIONS = (
 )
 
 
+def _placeholder_note(comparison: RunComparison) -> str:
+    """A warning where roofline attainments rest on placeholder ceilings (the CPU) or exceed 1."""
+    records = [r for run in comparison.runs for r in comparison.records.get(run, []) if isinstance(r, dict)]
+    notes = []
+    if any(ceilings_source(r) == "placeholder" for r in records):
+        notes.append("Roofline attainment here uses <b>placeholder ceilings</b> (the CPU entry: not a datasheet; "
+                     "run <code>kbv calibrate</code> to measure them): read it as a rough scale only.")
+    if any((a := attainment_of(r)) is not None and a > 1 for r in records):
+        notes.append("Some attainments are <b>above 1 (suspect)</b>: faster than the bound, so the bound or the "
+                     "timing is wrong.")
+    return f'<p class="note warn">{" ".join(notes)}</p>' if notes else ""
+
+
 def render_html(comparison: RunComparison, title: str = "kbv report") -> str:
     """The whole report as one self-contained HTML page."""
     sections = [
@@ -424,6 +439,7 @@ def render_html(comparison: RunComparison, title: str = "kbv report") -> str:
         '<h2 id="summary">Summary per level</h2>',
         f'<p class="note">{DEFINITIONS}</p>',
         group_table(comparison, comparison.levels, "level"),
+        _placeholder_note(comparison),
         '<h2 id="plots">Plots</h2>',
         plots_section(comparison),
         '<h2 id="decomposition">From the standard to the verified figure</h2>',

@@ -267,7 +267,12 @@ def roofline(comparison: RunComparison) -> Figure | None:
     ax.set_ylim(0, max(1.05, max(ys) * 1.05))
     ax.set_xlabel("arithmetic intensity (FLOP / byte, log scale)")
     ax.set_ylabel("roofline attainment (share of the bound)")
-    ax.set_title("Roofline attainment of kernels (filled: correct under the verified protocol)")
+    placeholder = any(((roofline_of(r).get("ceilings") or {}).get("source")) == "placeholder"
+                      for run in comparison.runs for r in _chosen(comparison, run))
+    ax.set_title("Roofline attainment of kernels (filled: correct under the verified protocol)"
+                 + ("\nplaceholder ceilings (the CPU): a rough scale, not a datasheet bound" if placeholder else ""))
+    if max(ys) > 1:
+        ax.text(0.01, 0.99, "above 1 (dotted line): suspect", transform=ax.transAxes, va="top", fontsize=9)
     ax.legend(loc="best")
     return fig
 

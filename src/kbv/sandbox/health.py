@@ -1,5 +1,6 @@
 """Is a GPU still sound after a candidate hit a CUDA error? A fresh process allocates, runs a matmul and checks it
-against the CPU (``python -m kbv.sandbox.health``); the runner retires a GPU that fails twice."""
+against the CPU (``python -m kbv.sandbox.health``); the runner retires a GPU that fails twice, and the sandbox plan
+(its CUDA probe) is made afresh after a failed check."""
 
 from __future__ import annotations
 
@@ -33,6 +34,9 @@ def check(gpu: int, retries: int = 1, pause_s: float = 5.0) -> tuple[bool, str]:
             return True, why
         if attempt < retries:
             time.sleep(pause_s)
+    from kbv.sandbox import plan
+
+    plan.forget("cuda")  # the next plan probes the sandbox layers again on what is left of the machine
     return False, why[:500]
 
 

@@ -43,6 +43,11 @@ def stop_all() -> int:
     return len(live)
 
 
+def refuse_workers() -> None:
+    """Refuse new workers from now on (safe in a signal handler: it kills nothing); :func:`stop_all` kills."""
+    _STOPPED.set()
+
+
 def stopped() -> bool:
     """Whether :func:`stop_all` ran (and no new run has started since)."""
     return _STOPPED.is_set()

@@ -1,9 +1,18 @@
-"""Parent side of the sandbox plan: what confinement to ask of candidate workers (``plan``, probed on CUDA by
-``kbv.sandbox.probe``), the code they must see read-only (``protected_code``), the sandbox user, and handing
-folders to it. The steps themselves run in the worker (``kbv.worker.confine``)."""
+"""Parent side of the sandbox plan: what confinement to ask of candidate workers (``plan``: cached per run and
+device kind, probed on CUDA by ``kbv.sandbox.probe``, forgotten after a failed GPU health check), the code they must
+see read-only (``protected_code``), the evaluator-side data they must not see (``hidden_paths``), the environment
+every worker gets (``worker_environment``), the sandbox user, and handing folders to it. The steps themselves run
+in the worker (``kbv.worker.confine``).
+
+``KBV_SANDBOX_DISABLE`` (a comma-separated list of ``network``, ``pid``, ``read_only``, ``ids``, ``seccomp``,
+``hide``, ``env``) switches single defences off; it exists for the adversarial tests that show each defence
+matters, and every record says what was switched off (``env.isolation.reason``).
+"""
 
 from __future__ import annotations
 
+import copy
+import fnmatch
 import functools
 import os
 import pwd
@@ -13,6 +22,73 @@ from pathlib import Path
 from typing import Any
 
 SANDBOX_USER = "kbv-sandbox"
+DISABLE_ENV = "KBV_SANDBOX_DISABLE"
+SWITCHES = ("network", "pid", "read_only", "ids", "seccomp", "hide", "env")
+
+#: The parent's environment variables a worker inherits (exact names and shell patterns); everything else, and
+#: every name that looks like a credential (``SECRET_NAMES``), is left out. kbv then sets its own per worker.
+WORKER_ENV_ALLOW = ("PATH", "HOME", "LANG", "LANGUAGE", "LC_*", "TZ", "TERM", "TMPDIR", "USER", "LOGNAME", "SHELL",
+                    "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH", "CUDA_MODULE_LOADING", "CUDA_DEVICE_ORDER",
+                    "NVIDIA_*", "TORCH_EXTENSIONS_DIR", "TORCH_CUDA_ARCH_LIST", "TRITON_*", "MAX_JOBS", "CC", "CXX",
+                    "CFLAGS", "CXXFLAGS", "LDFLAGS", "NVCC_*", "LD_LIBRARY_PATH", "LIBRARY_PATH", "CPATH",
+                    "PYTHONPATH", "PYTHONHASHSEED", "VIRTUAL_ENV", "OMP_*", "MKL_*", "OPENBLAS_*", "KMP_*",
+                    "KBV_CACHE_DIR")
+SECRET_NAMES = ("*KEY*", "*TOKEN*", "*SECRET*", "*PASSWORD*", "*PASSWD*", "*CREDENTIAL*", "*_AUTH*", "*COOKIE*")
+
+
+def disabled() -> set[str]:
+    """The defences ``KBV_SANDBOX_DISABLE`` switches off (tests only)."""
+    return {w.strip() for w in os.environ.get(DISABLE_ENV, "").split(",") if w.strip() in SWITCHES}
+
+
+def allowed_variable(name: str) -> bool:
+    upper = name.upper()
+    if any(fnmatch.fnmatchcase(upper, pattern) for pattern in SECRET_NAMES):
+        return False
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in WORKER_ENV_ALLOW)
+
+
+def worker_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment kbv's launcher (and so every worker) starts from: the parent's variables on the allow-list
+    (``WORKER_ENV_ALLOW``), never a credential (``SECRET_NAMES``: API keys, tokens, secrets, passwords)."""
+    environ = dict(os.environ if environ is None else environ)
+    if "env" in disabled():
+        return environ
+    out = {k: v for k, v in environ.items() if allowed_variable(k)}
+    out["PYTHONDONTWRITEBYTECODE"] = "1"
+    return out
+
+
+def hidden_paths(problem_path: str | Path | None = None, cache: str | Path | None = None) -> list[str]:
+    """What candidate workers must not read: the evaluator side of every shipped suite and of the problem's own
+    suite (held-out shapes, weights, provenance, traces), kbv's cache (every build, the reference timings, roofline
+    counts and measured ceilings), and the record key with its private folder (``kbv.attest.key_path``)."""
+    from kbv import attest
+
+    package = Path(__file__).resolve().parents[1]
+    out = [str(p) for p in sorted((package / "suites").glob("*/evaluator")) if p.is_dir()]
+    if problem_path is not None:
+        for folder in list(Path(problem_path).resolve().parents)[:3]:
+            if (folder / "evaluator").is_dir():
+                out.append(str(folder / "evaluator"))
+    if cache is not None and os.path.realpath(cache) != "/":
+        out.append(str(cache))
+    key = attest.key_path()
+    out.append(str(key))
+    try:
+        if key.parent.is_dir() and not key.parent.stat().st_mode & 0o077:
+            out.append(str(key.parent))
+    except OSError:
+        pass
+    return list(dict.fromkeys(out))
+
+
+def runtime_paths() -> list[str]:
+    """The Python installation(s) a worker runs from (bound back read-only where a covered folder holds them)."""
+    import sys
+
+    return list(dict.fromkeys(str(Path(p).resolve()) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix,
+                                                                 sys.base_exec_prefix) if os.path.isdir(p)))
 
 
 def sandbox_ids() -> tuple[int, int, str] | None:
@@ -43,11 +119,29 @@ def runtime_readable() -> bool:
     return all(traversable(p) for p in paths if p.exists())
 
 
+_PLANS: dict[tuple[str, str, str], dict[str, Any]] = {}
+_PLAN_LOCK = __import__("threading").Lock()
+
+
 def plan(mode: str, device: str = "cpu") -> dict[str, Any]:
     """What confinement to ask of candidate workers: ``mode`` is ``auto`` (all that is possible) or ``off``. On a
     CUDA device each layer is probed first (``kbv.sandbox.probe``); layers under which CUDA fails are dropped, loudly:
-    the reason is in the plan and so in every record's ``env.isolation``."""
-    return dict(_plan(mode, "cuda" if str(device).startswith("cuda") else "cpu"))
+    the reason is in the plan and so in every record's ``env.isolation``. Cached per device kind (and mode): the
+    probe runs once per run, again only after ``forget`` (a failed GPU health check)."""
+    kind = "cuda" if str(device).startswith("cuda") else "cpu"
+    key = (mode, kind, os.environ.get(DISABLE_ENV, ""))
+    with _PLAN_LOCK:
+        if key not in _PLANS:
+            _PLANS[key] = _plan(mode, kind)
+        return copy.deepcopy(_PLANS[key])
+
+
+def forget(device: str = "cuda") -> None:
+    """Drop the cached plans of a device kind: the next ``plan`` probes again (after a GPU failed its health check)."""
+    kind = "cuda" if str(device).startswith("cuda") else "cpu"
+    with _PLAN_LOCK:
+        for key in [k for k in _PLANS if k[1] == kind]:
+            del _PLANS[key]
 
 
 @functools.lru_cache(maxsize=None)
@@ -71,19 +165,29 @@ def _plan(mode: str, device: str) -> dict[str, Any]:
         return {"requested": False, "reason": "sandbox turned off (--sandbox off / KBV_SANDBOX=off)"}
     if os.geteuid() != 0:
         return {"requested": False, "reason": "not root: namespaces and a user switch need root"}
-    out: dict[str, Any] = {"requested": True, "network": True, "pid": True, "read_only": True, "ids": None}
+    out: dict[str, Any] = {"requested": True, "network": True, "pid": True, "read_only": True,
+                           "ids": sandbox_ids(), "seccomp": True, "hide": "hide" not in disabled()}
     reasons: list[str] = []
-    # Also for a worker that drops to the sandbox user: kbv's own code stays read-only either way.
-    if runtime_readable():
-        out["ids"] = sandbox_ids()
-    else:
-        reasons.append("this Python's library is not readable by other users: workers stay root (in namespaces)")
+    off = disabled()
+    for layer in off & {"network", "pid", "read_only", "ids", "seccomp"}:
+        out[layer] = None if layer == "ids" else False
+    if off:
+        reasons.append(f"switched off by {DISABLE_ENV} (tests only): {', '.join(sorted(off))}")
+    if out["seccomp"]:
+        from kbv.worker import seccomp
+
+        ok, why = seccomp.supported()
+        if not ok:
+            out["seccomp"] = False
+            reasons.append(why)
     if device == "cuda":
         from kbv.sandbox import probe
 
         full = {k: out[k] for k in probe.LAYERS if out[k]}
         full["read_only"] = protected_code() if full.get("read_only") else None
-        kept, notes = probe.usable_layers({k: v for k, v in full.items() if v})
+        full["keep"] = runtime_paths()
+        full["hide"] = hidden_paths() if out["hide"] else []
+        kept, notes = probe.usable_layers({k: v for k, v in full.items() if v or k == "hide"})
         for layer in probe.LAYERS:
             if layer not in kept and out.get(layer):
                 out[layer] = None if layer == "ids" else False

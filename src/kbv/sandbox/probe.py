@@ -16,10 +16,14 @@ from typing import Any
 from kbv import proc
 
 PROBE_TIMEOUT_S = 120.0
-LAYERS = ("network", "pid", "read_only", "ids")
+LAYERS = ("network", "pid", "read_only", "ids", "seccomp")  # pid includes a fresh /proc in its own mount namespace
 
 
 def _run(spec: dict[str, Any], env: dict[str, str] | None) -> tuple[bool, str]:
+    if env is None:
+        from kbv.sandbox.plan import worker_environment
+
+        env = worker_environment()
     done = proc.run([sys.executable, "-m", "kbv.worker.probe", json.dumps(spec)], PROBE_TIMEOUT_S, env=env)
     if done.timed_out:
         return False, f"probe timed out after {PROBE_TIMEOUT_S:.0f} s"
@@ -29,14 +33,15 @@ def _run(spec: dict[str, Any], env: dict[str, str] | None) -> tuple[bool, str]:
 def usable_layers(full: dict[str, Any], env: dict[str, str] | None = None) -> tuple[dict[str, Any], list[str]]:
     """The subset of ``full`` (a confine spec) under which CUDA works, and a note for each layer dropped."""
     present = [layer for layer in LAYERS if full.get(layer)]
+    extras = {k: v for k, v in full.items() if k not in LAYERS}  # what the layers act on (paths to keep or hide)
     ok, why = _run(full, env)
     if ok:
         return full, []
     with ThreadPoolExecutor(max_workers=len(present) or 1) as pool:
-        alone = dict(zip(present, pool.map(lambda layer: _run({layer: full[layer]}, env), present)))
+        alone = dict(zip(present, pool.map(lambda layer: _run({**extras, layer: full[layer]}, env), present)))
     kept = {layer: full[layer] for layer in present if alone[layer][0]}
     notes = [f"{layer}: dropped, CUDA fails under it ({alone[layer][1]})" for layer in present if not alone[layer][0]]
-    if kept and not _run(kept, env)[0]:
+    if kept and not _run({**extras, **kept}, env)[0]:
         notes.append(f"the layers {sorted(kept)} work alone but not together: all dropped")
         kept = {}
-    return kept, notes
+    return ({**extras, **kept} if kept else {}), notes

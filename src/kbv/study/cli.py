@@ -41,12 +41,14 @@ def _select(problems: list, levels: str | None, only: str | None) -> list:
 @click.option("--levels", default=None, help="Only these levels, e.g. 1,2.")
 @click.option("--only", default=None, help="Only these problem keys, comma-separated (level1/5_ReLU,...).")
 @click.option("--samples", type=int, default=1, show_default=True, help="Samples per problem.")
-@click.option("--temperature", type=float, default=0.0, show_default=True)
+@click.option("--temperature", type=float, default=0.0, show_default=True, help="Sampling temperature.")
 @click.option("--max-tokens", type=int, default=None, help="Token limit per response (default: the server's).")
-@click.option("--api", type=click.Choice(["chat", "completions"]), default="chat", show_default=True)
+@click.option("--api", type=click.Choice(["chat", "completions"]), default="chat", show_default=True,
+              help="The endpoint's API: chat completions or plain completions.")
 @click.option("--backend", type=click.Choice(list(BACKENDS)), default="cuda", show_default=True,
               help="What the prompt asks for: CUDA load_inline, Triton, or C++ for the CPU.")
-@click.option("--precision", type=click.Choice(list(PRECISIONS)), default="fp32", show_default=True)
+@click.option("--precision", type=click.Choice(list(PRECISIONS)), default="fp32", show_default=True,
+              help="The precision inputs and weights are cast to (sets the tolerances).")
 @click.option("--concurrency", type=int, default=32, show_default=True, help="Requests in flight at most.")
 @click.option("--n-per-request", type=int, default=1, show_default=True,
               help="Samples per request (the API's n). Per-sample token figures need 1.")

@@ -26,11 +26,25 @@ def import_file(path: str | Path, module_name: str) -> ModuleType:
     return module
 
 
-def load_problem_module(path: str | Path, profile: str | None,
-                        shape: dict[str, Any] | None = None) -> ModuleType:
-    """Import a problem, then apply its size profile and then one shape's overrides (a KBV_SHAPES entry or a
-    held-out shape), both as module-constant assignments."""
-    return apply_sizes(import_file(path, "kbv_problem"), profile, shape)
+def exec_source(source: bytes, path: str | Path, module_name: str) -> ModuleType:
+    """A module made by compiling and executing ``source`` itself (named ``path`` in tracebacks): no import system,
+    so no ``__pycache__`` is read or written."""
+    module = ModuleType(module_name)
+    module.__file__ = str(path)
+    code = compile(source, str(path), "exec", dont_inherit=True)
+    sys.modules[module_name] = module
+    exec(code, module.__dict__)
+    return module
+
+
+def load_problem_module(path: str | Path, profile: str | None, shape: dict[str, Any] | None = None,
+                        source: bytes | None = None) -> ModuleType:
+    """Load a problem from ``source`` (the bytes the parent hashed; else the file's bytes, read once), never through
+    a ``__pycache__`` a worker could have written; then apply its size profile and one shape's overrides (a
+    KBV_SHAPES entry or a held-out shape), both as module-constant assignments."""
+    if source is None:
+        source = Path(path).read_bytes()
+    return apply_sizes(exec_source(source, path, "kbv_problem"), profile, shape)
 
 
 def apply_sizes(module: ModuleType, profile: str | None, shape: dict[str, Any] | None = None) -> ModuleType:

@@ -11,6 +11,8 @@ from collections import Counter
 from typing import Any, Callable, Iterable
 
 import torch
+import torch._dynamo  # noqa: F401  (the first profiled call imports it, 2-3 s; here it is paid once where workers
+#                                    are forked from, before any candidate code and before the tamper snapshot)
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from kbv.fallback.ops import FORWARD_RANGE, LIBRARY_NAMESPACES, is_compute, shared_objects

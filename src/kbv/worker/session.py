@@ -2,7 +2,7 @@
 
 The parent sends commands; the worker replies with raw data (outputs, times, byte counts), never conclusions.
 Everything the worker relies on after the candidate is imported (tensor methods, timers, encoders) is captured
-here at import time, which happens in the fork server before any candidate code exists.
+here at import time, which happens in kbv's launcher (``kbv.worker.zygote``) before any candidate code exists.
 """
 
 from __future__ import annotations
@@ -84,7 +84,8 @@ class Session:
         self.spec = spec
         self.device: str = spec["device"]
         self.precision: str = spec["precision"]
-        self.problem = loading.load_problem_module(spec["problem_path"], spec.get("profile"), spec.get("shape"))
+        self.problem = loading.load_problem_module(spec["problem_path"], spec.get("profile"), spec.get("shape"),
+                                                   source=spec.get("problem_source"))
         self.candidate = None
         self.model: torch.nn.Module | None = None
         self.kept: tuple[str, list[Any]] | None = None  # reference role: the last forward's outputs, on device
@@ -328,7 +329,7 @@ class Session:
         timings: dict[str, Any] = {}
         flags: dict[str, Any] = {}
         ring_info: dict[str, Any] = {}
-        keep_outputs = self.spec["role"] == "candidate" and msg.get("ring_bytes") is not None
+        keep_outputs = msg.get("ring_bytes") is not None  # both roles: the same work and memory around each call
         round_name = int(msg.get("round", 0))
         for baseline in msg["baselines"]:
             if baseline not in BASELINES:
@@ -337,10 +338,10 @@ class Session:
             self.integrity.flags_set(flags[baseline])
             name = (round_name, baseline)
             keep = self._ring(name) if keep_outputs else None
-            cap = msg.get("cap_ms")
+            slow = msg.get("slow_ms")
             timings[baseline] = timer.time_calls(call, self.device, rule, float(msg.get("share", 1.0)),
                                                  msg.get("max_trials"), prepare, keep,
-                                                 float(cap[baseline]) if isinstance(cap, dict) and baseline in cap
+                                                 float(slow[baseline]) if isinstance(slow, dict) and baseline in slow
                                                  else None,
                                                  int(msg["ring_bytes"]) if keep_outputs else None)
             if keep_outputs:
@@ -460,7 +461,24 @@ def _isolate(spec: dict[str, Any]) -> None:
         memory.fix_malloc_thresholds()
 
 
-def main(conn: Connection, spec: dict[str, Any]) -> None:
+def _read_spec(conn: Connection) -> dict[str, Any]:
+    """The first message on the channel: this worker's spec, with the problem's source as the parent hashed it."""
+    import base64
+
+    spec = wire.recv(conn, 0)
+    if not isinstance(spec, dict):
+        os._exit(2)
+    if isinstance(spec.get("problem_source"), str):
+        spec["problem_source"] = base64.b64decode(spec["problem_source"])
+    return spec
+
+
+def main(conn: Connection, spec: dict[str, Any] | None = None) -> None:
+    """Serve one stage on ``conn``: read the spec (unless given), isolate and confine this process, load the problem
+    from the bytes the parent sent, then answer commands until ``exit`` or EOF."""
+    sys.dont_write_bytecode = True  # nothing a later worker imports comes from a cache this one wrote
+    if spec is None:
+        spec = _read_spec(conn)
     _isolate(spec)
     isolation = confine.confine(spec)  # namespaces and an unprivileged user, before any candidate code
     try:

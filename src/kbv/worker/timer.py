@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 import torch
 
-from kbv.protocol import TIMING_TRUNCATED_TRIALS, TimingRule
+from kbv.protocol import TIMING_TRUNCATE_MIN_MS, TIMING_TRUNCATED_TRIALS, TimingRule
 
 _perf_counter_ns = time.perf_counter_ns  # captured before any candidate import
 _numel, _element_size = torch.Tensor.numel, torch.Tensor.element_size
@@ -41,22 +41,22 @@ def cache_bytes(device: str) -> int:
 
 
 def _trial_count(estimate_ms: float, rule: TimingRule, share: float,
-                 cap_ms: float | None = None) -> tuple[int, int, bool]:
+                 slow_ms: float | None = None) -> tuple[int, int, bool]:
     """Warm-up calls and timed trials for one timing call that takes ``share`` of the rule's budget, and whether
-    they were cut: trials that would take more than ``cap_ms`` become ``TIMING_TRUNCATED_TRIALS`` (or as many as
-    fit) after one warm-up call."""
+    they were cut: a call estimated slower than ``slow_ms`` whose trials would take more than
+    ``TIMING_TRUNCATE_MIN_MS`` gets ``TIMING_TRUNCATED_TRIALS`` trials after one warm-up call."""
     estimate_ms = max(estimate_ms, 1e-4)
     warmup = max(rule.min_warmup_calls, math.ceil(rule.warmup_ms / estimate_ms))
     low, high = math.ceil(rule.min_trials * share), max(1, math.floor(rule.max_trials * share))
     trials = min(high, max(low, math.ceil(rule.budget_ms * share / estimate_ms)))
-    if cap_ms is not None and trials * estimate_ms > cap_ms:
-        return 1, max(1, min(trials, TIMING_TRUNCATED_TRIALS, math.floor(cap_ms / estimate_ms) or 1)), True
+    if slow_ms is not None and estimate_ms > slow_ms and trials * estimate_ms > TIMING_TRUNCATE_MIN_MS:
+        return 1, min(trials, TIMING_TRUNCATED_TRIALS), True
     return warmup, trials, False
 
 
 def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: float = 1.0,
                max_trials: int | None = None, prepare: Callable[[int], None] | None = None,
-               keep: Callable[[int, Any], None] | None = None, cap_ms: float | None = None,
+               keep: Callable[[int, Any], None] | None = None, slow_ms: float | None = None,
                ring_bytes: int | None = None) -> dict[str, Any]:
     """Time ``fn``: three estimate calls, warm-up, then individually timed trials with a cache flush before each.
 
@@ -64,8 +64,8 @@ def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: floa
     calls of reference and candidate). ``prepare(i)`` runs before call ``i``, outside the timed region (it loads
     call ``i``'s fresh inputs). ``keep(i, out)`` receives every timed trial's output as soon as that trial ends
     (before anything else runs), so the parent can judge any of them; ``ring_bytes`` bounds the trials to as many
-    outputs as fit. ``cap_ms`` bounds the trials' total time (a kernel far slower than the reference: see
-    ``_trial_count``). Returns ``{"times_ms": [...], "warmup": n, "flush_bytes": b, "truncated": bool}``.
+    outputs as fit. ``slow_ms`` is the time per call above which a kernel counts as far slower than the reference
+    (few trials: see ``_trial_count``). Returns ``{"times_ms": [...], "warmup": n, "flush_bytes": b, "truncated": bool}``.
     """
     flush_bytes = int(rule.flush_l2_factor * cache_bytes(device))
     flush = torch.empty(flush_bytes // 4, dtype=torch.int32, device=device)
@@ -101,7 +101,7 @@ def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: floa
     estimate = sorted(ms for _, ms, _ in estimates)[1]
     out_bytes = _output_bytes(estimates[-1][2])
     del estimates
-    warmup, trials, truncated = _trial_count(estimate, rule, share, cap_ms)
+    warmup, trials, truncated = _trial_count(estimate, rule, share, slow_ms)
     if max_trials is not None:
         trials = min(trials, max_trials)
     if ring_bytes is not None and out_bytes:

@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""What one verified evaluation costs: wall time per pair, its breakdown, and evaluations per hour.
+
+    python benchmarks/pair_cost.py --problems builtin --only level1/5_ReLU --reference --device cpu --out bench/
+    python benchmarks/pair_cost.py --problems .kb/kernelbench --levels 1,2 --reference --preset reward --out bench/
+
+Each selected problem is paired with its own reference as the candidate (``--reference``) or with the candidates in
+``--candidates DIR`` (KernelBench's generation layout), evaluated with every check by ``kbv.eval.runner.run_pairs``
+(builds first, not counted), and for each pair the record's ``wall_seconds`` (total without the compile stage, and
+the per-stage breakdown) is printed. ``--baseline-import`` also times a bare ``python -c "import torch"`` (the
+fixed-cost goal on the CPU is a ratio to it). Results: ``<out>/pair_cost.jsonl`` (records) and
+``<out>/pair_cost.json`` (the summary). Figures are what this run measured; nothing is extrapolated.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from kbv.eval import EvalOptions  # noqa: E402
+from kbv.eval.runner import run_pairs  # noqa: E402
+from kbv.problems import discover, resolve_suite  # noqa: E402
+from kbv.problems.candidates import Candidate, Pair, pair_candidates, write_reference_candidate  # noqa: E402
+from kbv.records import read_records  # noqa: E402
+
+
+def select(problems: str, only: str | None, levels: str | None) -> list:
+    found = discover(resolve_suite(problems))
+    if levels:
+        wanted = {int(x) for x in levels.split(",")}
+        found = [p for p in found if p.level in wanted]
+    if only:
+        keys = [k.strip() for k in only.split(",") if k.strip()]
+        found = [p for p in found if p.key in keys or p.path.stem in keys]
+    return found
+
+
+def import_torch_seconds(repeats: int = 3) -> float:
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "import torch"], check=True)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--problems", default="builtin", help="a suite name or folder")
+    ap.add_argument("--only", help="comma-separated problem keys (level1/5_ReLU) or file stems")
+    ap.add_argument("--levels", help="comma-separated levels")
+    ap.add_argument("--limit", type=int, default=0, help="at most this many problems (0: all selected)")
+    ap.add_argument("--reference", action="store_true", help="each problem's own Model as the candidate")
+    ap.add_argument("--candidates", type=Path, help="a folder of candidates (generation layout)")
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--preset", default=None, help="a kbv.protocol.PRESETS name (reward)")
+    ap.add_argument("--timing-pairs", type=int, default=None)
+    ap.add_argument("--profile", default="auto")
+    ap.add_argument("--timeout", type=float, default=180.0)
+    ap.add_argument("--baseline-import", action="store_true", help="also time a bare `python -c 'import torch'`")
+    ap.add_argument("--out", type=Path, required=True)
+    args = ap.parse_args()
+
+    problems = select(args.problems, args.only, args.levels)
+    if args.limit:
+        problems = problems[:args.limit]
+    if not problems:
+        print("no problems selected", file=sys.stderr)
+        return 2
+    args.out.mkdir(parents=True, exist_ok=True)
+    if args.candidates:
+        pairs, _ = pair_candidates(problems, [args.candidates])
+    else:
+        folder = Path(tempfile.mkdtemp(prefix="kbv-bench-ref-"))
+        pairs = [Pair(p, Candidate.from_path(write_reference_candidate(p, folder))) for p in problems]
+    options = EvalOptions(device=args.device, timeout=args.timeout, profile=args.profile,
+                          timing_pairs=args.timing_pairs, preset=args.preset)
+    records_path = args.out / "pair_cost.jsonl"
+    records_path.unlink(missing_ok=True)  # this benchmark's own output file, written anew each run
+    t0 = time.monotonic()
+    run_pairs(pairs, options, records_path, build_workers=4)
+    batch = time.monotonic() - t0
+    records = list(read_records(records_path))
+    rows = []
+    for r in records:
+        wall = r.get("wall_seconds") or {}
+        evaluation = float(wall.get("total", 0.0)) - float(wall.get("compile", 0.0))
+        rows.append({"problem": r["problem"], "verdict": r["verdict"], "flags": r["flags"],
+                     "seconds": round(evaluation, 3), "compile": wall.get("compile"),
+                     "breakdown": {k: v for k, v in wall.items() if "/" in k},
+                     "speedup": {b: (s or {}).get("value") for b, s in (r.get("speedup") or {}).items()}})
+        print(f"{r['problem']:45s} {r['verdict']:10s} {evaluation:8.2f} s  "
+              + " ".join(f"{b}={v:.3f}" for b, v in rows[-1]["speedup"].items() if v))
+    seconds = [row["seconds"] for row in rows if row["seconds"] > 0]
+    summary = {"device": options.device, "preset": args.preset, "pairs": len(rows), "batch_seconds": round(batch, 2),
+               "per_pair_median_s": round(statistics.median(seconds), 3) if seconds else None,
+               "per_pair_geomean_s": round(math.exp(statistics.fmean(math.log(s) for s in seconds)), 3)
+               if seconds else None,
+               "evaluations_per_hour": round(3600 * len(seconds) / sum(seconds), 1) if seconds else None,
+               "correct": sum(1 for row in rows if row["verdict"] == "correct"), "rows": rows}
+    if args.baseline_import:
+        summary["import_torch_s"] = round(import_torch_seconds(), 3)
+        if seconds:
+            summary["ratio_to_import_torch"] = round(statistics.median(seconds) / summary["import_torch_s"], 2)
+    parts: dict[str, list[float]] = {}
+    for row in rows:
+        for k, v in row["breakdown"].items():
+            parts.setdefault(k, []).append(float(v))
+    summary["breakdown_median_s"] = {k: round(statistics.median(v), 3) for k, v in sorted(parts.items())}
+    (args.out / "pair_cost.json").write_text(json.dumps(summary, indent=1))
+    print(json.dumps({k: v for k, v in summary.items() if k != "rows"}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

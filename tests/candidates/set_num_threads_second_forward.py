@@ -1,0 +1,19 @@
+"""Candidate for level1/5_ReLU that raises its own torch thread count at its second forward (hack catalogue T2: more
+CPU than the reference, which runs with one torch thread on the CPU): torch.set_num_threads(4), so ATen's ReLU runs
+on every core from then on.
+
+Expected: verdict rejected with flags background_threads (OpenMP's new threads: the process's thread count grows
+across a forward after the first, the reference's does not) and fallback. standard_verdict correct.
+"""
+import torch
+import torch.nn as nn
+
+_calls = [0]
+
+
+class ModelNew(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        _calls[0] += 1
+        if _calls[0] == 2:
+            torch.set_num_threads(4)
+        return torch.relu(x)

@@ -1,0 +1,558 @@
+"""Issue 12's corpus entries with their defence switched off: each test shows, in this process and without a worker,
+that the hack does what its fixture says where the defence is absent, so the corpus entry (tests/test_adversarial.py)
+proves the defence and not a broken fixture. Every test fails if the attack stopped working in that setup.
+
+"Defence off" is one of: the old worker's behaviour replayed in-process (timed inputs always D1, the judged index a
+local of the timing loop drawn before it, bursts never judged), the tamper snapshot without the module the fixture
+patches (the old watch list missed kbv.wire, kbv.worker.guard, kbv.worker.memory, kbv.worker.inputs,
+kbv.worker.timer, kbv.worker.recorder, ...), or the check that catches the hack left out (no thread baseline, no
+timed judge). For a gap entry (no defence yet) the test shows that the attack works against today's worker code.
+Each fixture is imported into this process; the ``_restore`` fixture undoes what it patched.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import importlib.util
+import json
+import os
+import signal
+import sys
+import threading
+import time
+import tracemalloc
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from conftest import CANDIDATES, problem_path
+from kbv.fallback import classify
+from kbv.problems import load_problem
+from kbv.protocol import DISTRIBUTIONS, GUARD_BYTES, POISON_BYTES, TIMING_RULES, timed_call
+
+RELU = problem_path("level1/5_ReLU")
+NAMES = tuple(d.name for d in DISTRIBUTIONS)
+DIST = {d.name: d for d in DISTRIBUTIONS}
+_LIBC = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+_M_PERTURB = -6
+
+
+def _kbv_modules() -> list[types.ModuleType]:
+    return [m for n, m in list(sys.modules.items()) if isinstance(m, types.ModuleType) and
+            (n == "kbv" or n.startswith("kbv."))]
+
+
+@pytest.fixture(autouse=True)
+def _restore():
+    """Every kbv module's globals, every kbv class's attributes and the torch settings a fixture may change, restored
+    after the test; the allocator's poison switched off again."""
+    import kbv.worker.session  # noqa: F401  (loaded before the snapshot, like in a worker)
+    import kbv.worker.recorder  # noqa: F401
+
+    modules = {m: dict(vars(m)) for m in _kbv_modules()}
+    classes = {c: dict(vars(c)) for m in modules for c in vars(m).values()
+               if isinstance(c, type) and c.__module__ == m.__name__}
+    threads, tf32 = torch.get_num_threads(), torch.backends.cuda.matmul.allow_tf32
+    matmul = torch.get_float32_matmul_precision()
+    yield
+    for m, saved in modules.items():
+        for k in set(vars(m)) - set(saved):
+            delattr(m, k)
+        for k, v in saved.items():
+            if vars(m).get(k, object()) is not v:
+                setattr(m, k, v)
+    for c, saved in classes.items():
+        for k, v in saved.items():
+            if k not in ("__dict__", "__weakref__", "__doc__") and vars(c).get(k, object()) is not v:
+                setattr(c, k, v)
+    torch.set_num_threads(threads)
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.set_float32_matmul_precision(matmul)
+    _LIBC.mallopt(_M_PERTURB, 0)
+    for name in ("kbv_problem", "kbv_candidate"):
+        sys.modules.pop(name, None)
+
+
+def load(name: str) -> Any:
+    """A fixture imported under a fresh module name (its import-time patches apply to this process)."""
+    path = CANDIDATES / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"kbv_defence_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def relu_input(seed: int = 0, dist: str = "D1") -> torch.Tensor:
+    """A (64, 1024) input, the ReLU problem's small profile, under a distribution."""
+    gen = torch.Generator().manual_seed(seed)
+    d = DIST[dist]
+    return torch.rand(64, 1024, generator=gen) * d.scale + d.shift
+
+
+def snapshot(without: tuple[str, ...] = ()):
+    """The tamper snapshot of this process, with the modules in ``without`` left out of its watch list (the old
+    snapshot's blind spot) or, with nothing left out, as kbv takes it today."""
+    from kbv.worker import integrity
+
+    real = integrity._kbv_modules
+    integrity._kbv_modules = lambda: [m for m in real() if m.__name__ not in without]
+    try:
+        return integrity.Integrity()
+    finally:
+        integrity._kbv_modules = real
+
+
+def check_patch_unseen_then_seen(name: str, module: str, attr: str) -> Any:
+    """Import fixture ``name``: the snapshot without ``module`` sees no change, today's names ``module.attr``."""
+    old, new = snapshot(without=(module,)), snapshot()
+    fixture = load(name)
+    assert old.changes() == [], old.changes()
+    assert f"{module}.{attr}" in new.changes()
+    return fixture
+
+
+def guarded(x: torch.Tensor, seed: int = 1):
+    from kbv.worker import guard
+
+    args, guards = guard.surround([x], GUARD_BYTES, seed)
+    return args[0], guards
+
+
+def bands_changed(guards) -> bool:
+    return any(bool((buffer[:g] != pattern[:g]).any() or (buffer[-g:] != pattern[g:]).any())
+               for _, buffer, pattern, g in guards)
+
+
+def task_count() -> int:
+    return len(os.listdir("/proc/self/task"))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Patches of kbv modules (defence: the tamper snapshot over every kbv module loaded in the worker)
+
+
+def test_tamper_guard_violations_hides_a_band_write():
+    fixture = check_patch_unseen_then_seen("tamper_guard_violations", "kbv.worker.guard", "violations")
+    from kbv.worker import guard
+
+    x, guards = guarded(relu_input())
+    out = fixture.ModelNew()(x)
+    assert torch.equal(out, torch.relu(x)) and bands_changed(guards) and guard.violations(guards) == []
+
+
+def test_tamper_memory_poison_reads_zeros_instead_of_poison():
+    from kbv.worker import memory
+
+    real = memory.poison_freed
+    memory.fix_malloc_thresholds()
+    fixture = check_patch_unseen_then_seen("tamper_memory_poison", "kbv.worker.memory", "poison_freed")
+    x = relu_input()
+    memory.poison_freed("cpu", POISON_BYTES[0], [x.numel() * 4])
+    assert torch.equal(fixture.ModelNew()(x), torch.relu(x))  # the poison never arrived
+    real("cpu", POISON_BYTES[0], [x.numel() * 4])
+    assert torch.isnan(fixture.ModelNew()(x)).any()  # with it, the uninitialised read shows
+
+
+def test_tamper_memory_peak_reports_no_peak():
+    from kbv.worker import memory
+
+    real = memory.peak_bytes
+    fixture = check_patch_unseen_then_seen("tamper_memory_peak", "kbv.worker.memory", "peak_bytes")
+    model, x = fixture.ModelNew(), relu_input()
+    assert memory.peak_bytes(lambda: model(x), "cpu")["peak_bytes"] == 0
+    assert real(lambda: model(x), "cpu")["peak_bytes"] >= 32 * 2**20
+
+
+class _Ops(torch.utils._python_dispatch.TorchDispatchMode):
+    """The ATen ops a call dispatches."""
+
+    def __init__(self):
+        super().__init__()
+        self.names: list[str] = []
+
+    def __torch_dispatch__(self, func, types_, args=(), kwargs=None):
+        self.names.append(str(func))
+        return func(*args, **(kwargs or {}))
+
+
+def test_tamper_inputs_precompute_answers_before_the_call():
+    from kbv.worker import inputs, loading
+
+    fixture = check_patch_unseen_then_seen("tamper_inputs_precompute", "kbv.worker.inputs", "make_inputs")
+    problem = loading.load_problem_module(RELU, "small")
+    drawn = inputs.make_inputs(problem, 7, "cpu", "fp32", DIST["D5"])  # the untimed step before a timed call
+    with _Ops() as ops:
+        out = fixture.ModelNew()(drawn[0])
+    assert torch.equal(out, torch.relu(drawn[0]))
+    assert not any("relu" in n or "clamp" in n for n in ops.names), ops.names  # no work in the call itself
+
+
+def test_tamper_timer_time_calls_reports_a_quarter():
+    from kbv.worker import timer
+
+    fixture = check_patch_unseen_then_seen("tamper_timer_time_calls", "kbv.worker.timer", "time_calls")
+    model, x = fixture.ModelNew(), relu_input()
+
+    def slow():
+        time.sleep(0.004)
+        return model(x)
+
+    times = timer.time_calls(slow, "cpu", TIMING_RULES["cpu"], share=0.1, max_trials=5)["times_ms"]
+    assert times and max(times) < 3.0, times  # every call sleeps 4 ms
+
+
+def test_tamper_recorder_profile_hides_the_fallback():
+    from kbv.worker import recorder
+
+    real = recorder.profile_call
+    fixture = check_patch_unseen_then_seen("tamper_recorder_profile", "kbv.worker.recorder", "profile_call")
+    model, x = fixture.ModelNew(), relu_input()
+    _, forged = recorder.profile_call(lambda: model(x), own_modules={})
+    _, honest = real(lambda: model(x), own_modules={})
+    assert "fallback" not in classify(forged, None)["flags"]
+    assert "fallback" in classify(honest, None)["flags"]
+
+
+def test_tamper_session_same_hides_an_input_write():
+    from kbv.worker import session
+
+    real = session._same
+    fixture = check_patch_unseen_then_seen("tamper_session_same", "kbv.worker.session", "_same")
+    x = relu_input(dist="D5")
+    before = x.clone()
+    out = fixture.ModelNew()(x)
+    assert torch.equal(out, torch.relu(before)) and not real(x, before) and session._same(x, before)
+
+
+def test_tamper_shares_storage_hides_an_alias():
+    from kbv.worker import session
+
+    real = session._shares_storage
+    fixture = check_patch_unseen_then_seen("tamper_shares_storage", "kbv.worker.session", "_shares_storage")
+    x = relu_input()
+    out = fixture.ModelNew()(x)
+    assert out is x and real(out, x) and not session._shares_storage(out, x)
+
+
+def test_tamper_backends_read_flags_hides_tf32():
+    from kbv.worker import backends
+
+    fixture = check_patch_unseen_then_seen("tamper_backends_read_flags", "kbv.worker.backends", "read_flags")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    before = backends.read_flags()
+    fixture.ModelNew()(relu_input())
+    assert torch.backends.cuda.matmul.allow_tf32 and backends.read_flags() == before
+
+
+def _blinded(name: str, module: str, attr: str) -> None:
+    """Shared by the two blinding gaps: the guard band write is real and reported nowhere."""
+    from kbv.worker import guard
+
+    fixture = load(name)
+    x, guards = guarded(relu_input())
+    assert torch.equal(fixture.ModelNew()(x), torch.relu(x))
+    assert bands_changed(guards) and guard.violations(guards) == []
+
+
+def test_blind_tamper_wire_split_empties_the_report():
+    from kbv import wire
+    from kbv.worker import integrity
+
+    snap = integrity.Integrity()
+    _blinded("blind_tamper_wire_split", "kbv.wire", "split")
+    changes = snap.changes()
+    assert {"kbv.wire.split", "kbv.worker.guard.violations"} <= set(changes)  # the snapshot sees both ...
+    header, _ = wire.split({"ok": True, "tamper": changes})
+    assert json.loads(header)["body"]["tamper"] == []  # ... and the reply the parent reads says nothing
+
+
+def test_blind_integrity_changes_reports_nothing():
+    from kbv.worker import integrity
+
+    real = integrity.Integrity.changes
+    snap = integrity.Integrity()
+    _blinded("blind_integrity_changes", "kbv.worker.integrity", "Integrity.changes")
+    assert snap.changes() == []
+    assert {"kbv.worker.integrity.Integrity.changes", "kbv.worker.guard.violations"} <= set(real(snap))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Threads and processes (defence: the parent's /proc view after every call, against a baseline after the first)
+
+
+def test_thread_pool_second_forward_leaves_a_thread():
+    fixture = load("thread_pool_second_forward")
+    model, x = fixture.ModelNew(), relu_input(dist="D5")
+    model(x)
+    before = task_count()
+    out = model(x)
+    assert torch.equal(out, torch.relu(x)) and task_count() > before  # the growth kbv flags after call 1
+
+
+def test_thread_pool_first_forward_never_grows_after_the_first_call():
+    fixture = load("thread_pool_first_forward")
+    model, x = fixture.ModelNew(), relu_input(dist="D5")
+    start = task_count()
+    model(x)
+    after_first = task_count()
+    for _ in range(3):
+        assert torch.equal(model(x), torch.relu(x))
+    assert after_first > start and task_count() == after_first and fixture._started[0].is_alive()
+
+
+def _reap(pids: list[int]) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+
+
+def _alive(pid: int) -> bool:
+    return os.waitpid(pid, os.WNOHANG) == (0, 0)
+
+
+def test_fork_child_second_forward_leaves_a_process():
+    fixture = load("fork_child_second_forward")
+    model, x = fixture.ModelNew(), relu_input()
+    try:
+        model(x)
+        assert fixture.children == []
+        model(x)
+        time.sleep(0.1)
+        assert len(fixture.children) == 1 and _alive(fixture.children[0])
+    finally:
+        _reap(fixture.children)
+
+
+def test_fork_child_first_forward_is_there_before_any_baseline():
+    fixture = load("fork_child_first_forward")
+    model, x = fixture.ModelNew(), relu_input()
+    try:
+        model(x)
+        for _ in range(3):
+            assert torch.equal(model(x), torch.relu(x))
+        time.sleep(0.1)
+        assert len(fixture.children) == 1 and _alive(fixture.children[0])  # one child, from the first call on
+    finally:
+        _reap(fixture.children)
+
+
+def test_set_num_threads_import_raises_the_thread_count():
+    torch.set_num_threads(1)  # what kbv's CPU workers run with
+    fixture = load("set_num_threads_import")
+    assert torch.get_num_threads() == 4
+    model, x = fixture.ModelNew(), relu_input()
+    model(x)
+    after_first = task_count()
+    model(x)
+    assert task_count() == after_first  # nothing grows after the first call
+
+
+def test_set_num_threads_second_forward_raises_the_thread_count():
+    torch.set_num_threads(1)
+    fixture = load("set_num_threads_second_forward")
+    model, x = fixture.ModelNew(), relu_input()
+    model(x)
+    assert torch.get_num_threads() == 1
+    model(x)
+    assert torch.get_num_threads() == 4
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The timing loop (defence: fresh keys, every distribution, every output kept, the judged ones drawn by the parent)
+
+
+def candidate_session(name: str):
+    """Today's worker Session for the ReLU problem and a fixture, in this process (no worker process)."""
+    from kbv.worker.session import Session
+
+    problem = load_problem(RELU)
+    session = Session({"device": "cpu", "precision": "fp32", "problem_path": str(RELU), "profile": "small",
+                       "role": "candidate", "mode": problem.mode, "candidate_path": str(CANDIDATES / f"{name}.py")})
+    session.cmd_setup({"init_seed": 1})
+    return session
+
+
+def timed_and_kept(session, key: int = 12345) -> list[tuple[int, str, torch.Tensor, torch.Tensor]]:
+    """One timing command (today's cmd_time, ring on): (index, distribution, kept output, the right answer) of every
+    kept call."""
+    session.cmd_time({"key": key, "names": NAMES, "baselines": ["verified"], "share": 0.25, "round": 0,
+                      "ring_bytes": 32 * 2**20})
+    out = []
+    for index, _, copies, _ in session.rings[(0, "verified")]:
+        seed, dist = timed_call(key, index, NAMES)
+        expected = torch.relu(session._inputs(seed, dist)[0])
+        out.append((index, dist, copies[0]["tensor"], expected))
+    return out
+
+
+def test_timer_frames_precompute_answers_every_timed_call_in_advance():
+    session = candidate_session("timer_frames_precompute")
+    kept = timed_and_kept(session)
+    fixture = sys.modules["kbv_candidate"]
+    answers = next(iter(fixture._timed.values()))  # computed in the first warm-up call
+    assert len(kept) >= 3 and {d for _, d, _, _ in kept} - {"D1", "D2", "D3"}
+    for index, _, got, expected in kept:
+        assert torch.equal(got, expected) and torch.equal(answers[index], expected)
+
+
+_OLD_LOOP = '''
+def time_calls(fn, trials, keep_at):
+    """The old timer's trial loop (before issue 12): the judged trial ``keep_at`` drawn before the loop."""
+    outs = []
+    for index in range(trials):
+        outs.append(fn())
+    return outs
+'''
+
+
+def old_time_calls():
+    """The old trial loop, compiled under the timer's file name as the old worker ran it."""
+    space: dict[str, Any] = {}
+    exec(compile(_OLD_LOOP, "/old/kbv/worker/timer.py", "exec"), space)
+    return space["time_calls"]
+
+
+def test_frames_keep_at_index_is_right_only_where_the_old_timer_judged():
+    fixture = load("frames_keep_at_index")
+    model, x = fixture.ModelNew(), relu_input(dist="D5")
+    outs = old_time_calls()(lambda: model(x), 6, 4)
+    assert torch.equal(outs[4], torch.relu(x))  # the judged call: right, so the old check passed
+    assert all(bool((o == -1).all()) for i, o in enumerate(outs) if i != 4)
+    session = candidate_session("frames_keep_at_index")
+    assert all(bool((got == -1).all()) for _, _, got, _ in timed_and_kept(session))  # today: every kept call wrong
+
+
+def _time_with(model, dists: list[str], trials: int = 20):
+    """Today's timer over a buffer loaded before every call with a fresh input of dists[i % len]: (input, output,
+    whether it is the buffer itself) of every timed call."""
+    from kbv.worker import timer
+
+    buffer = relu_input()
+    loaded: dict[int, torch.Tensor] = {}
+    kept = []
+
+    def prepare(i: int) -> None:
+        loaded[i] = relu_input(seed=100 + i, dist=dists[i % len(dists)])
+        buffer.copy_(loaded[i])
+
+    def keep(i: int, out: torch.Tensor) -> None:
+        kept.append((loaded[i], out.clone(), out is buffer))
+
+    timer.time_calls(lambda: model(buffer), "cpu", TIMING_RULES["cpu"], share=1.0, max_trials=trials,
+                     prepare=prepare, keep=keep)
+    return kept
+
+
+def test_timed_alias_when_nonnegative_is_always_right_and_aliases_when_timed():
+    model = load("timed_alias_when_nonnegative").ModelNew()
+    kept = _time_with(model, list(NAMES))
+    assert all(torch.equal(out, torch.relu(x)) for x, out, _ in kept)
+    assert any(alias for _, _, alias in kept)  # no work, the input handed back: unseen by value
+
+
+def test_timed_return_input_was_right_when_timed_inputs_were_d1():
+    model = load("timed_return_input").ModelNew()
+    old = _time_with(model, ["D1"])  # the old timing inputs
+    assert old and all(torch.equal(out, torch.relu(x)) and alias for x, out, alias in old)
+    new = _time_with(model, ["D1", "D4", "D6"])  # today's mix holds negative inputs
+    assert any(not torch.equal(out, torch.relu(x)) for x, out, _ in new)
+
+
+def test_burst_garbage_is_right_wherever_the_old_parent_judged():
+    from kbv.worker import timer
+
+    model = load("burst_garbage").ModelNew()
+    x = relu_input(dist="D5")
+    assert all(torch.equal(out, torch.relu(xi)) for xi, out, _ in _time_with(model, list(NAMES), trials=5))
+    outs: list[torch.Tensor] = []
+    timer.burst(lambda i: outs.append(model(x)), "cpu", 8)
+    assert len(outs) == 8 and all(bool((o == -1).all()) for o in outs)  # the burst (today judged) is wrong
+
+
+def test_proc_stage_from_log_fd_skips_work_in_the_performance_stage(tmp_path: Path):
+    saved = os.dup(1)
+    try:
+        for stage in ("correctness", "performance"):
+            log = os.open(tmp_path / f"{stage}-candidate.log", os.O_WRONLY | os.O_CREAT, 0o600)
+            os.dup2(log, 1)
+            os.close(log)
+            try:
+                model = load("proc_stage_from_log_fd").ModelNew()
+            finally:
+                os.dup2(saved, 1)
+            x = relu_input(dist="D5")
+            right = torch.equal(model(x), torch.relu(x))
+            assert right == (stage == "correctness"), stage
+    finally:
+        os.close(saved)
+
+
+def test_partial_hash_cache_serves_repeated_contents_only():
+    model = load("partial_hash_cache").ModelNew()
+    x = relu_input(seed=3)
+    first = model(x)
+    assert model(x.clone()) is first  # the same contents (the old fixed timing buffers): served from the cache
+    fresh = relu_input(seed=4)
+    assert model(fresh) is not first and torch.equal(model(fresh), torch.relu(fresh))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Probes the candidate can single out (memory-measured, profiled, poisoned calls)
+
+
+def test_memory_call_detect_allocates_only_where_unmeasured():
+    from kbv.worker import memory
+
+    model, x = load("memory_call_detect").ModelNew(), relu_input()
+    assert memory.peak_bytes(lambda: model(x), "cpu")["peak_bytes"] < 8 * 2**20
+    tracemalloc.start()
+    try:
+        model(x)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak >= 32 * 2**20
+
+
+def test_profiled_call_numpy_hides_its_fallback_from_the_profile():
+    from kbv.worker import recorder
+
+    model, x = load("profiled_call_numpy").ModelNew(), relu_input(dist="D5")
+    out, profile = recorder.profile_call(lambda: model(x), own_modules={})
+    assert torch.equal(out, torch.relu(x)) and "fallback" not in classify(profile, None)["flags"]
+    honest = load("correct_torch").ModelNew()
+    assert "fallback" in classify(recorder.profile_call(lambda: honest(x), own_modules={})[1], None)["flags"]
+
+
+def test_poison_rerun_detect_passes_every_poisoned_trial():
+    from kbv.worker import memory
+
+    memory.fix_malloc_thresholds()
+    model = load("poison_rerun_detect").ModelNew()
+    x = relu_input(seed=5)
+    memory.poison_freed("cpu", POISON_BYTES[0], [])
+    assert torch.equal(model(x), torch.relu(x))  # an ordinary trial (NaN poison)
+    memory.poison_freed("cpu", POISON_BYTES[1], [])
+    assert torch.equal(model(x), torch.relu(x))  # the re-run on the same inputs (the other poison): passes
+    _LIBC.mallopt(_M_PERTURB, 0)
+    fresh = relu_input(seed=6)
+    assert not torch.equal(model(fresh), torch.relu(fresh))  # unpoisoned (timed) calls: wrong
+
+
+def test_mallopt_unpoison_beta_zero_survives_the_poison():
+    from kbv.worker import memory
+
+    memory.fix_malloc_thresholds()
+    model, plain = load("mallopt_unpoison_beta_zero").ModelNew(), load("uninit_beta_zero").ModelNew()
+    x = relu_input()
+    memory.poison_freed("cpu", POISON_BYTES[0], [x.numel() * 4])
+    assert torch.isnan(plain(x)).any()  # the same read without undoing the poison
+    memory.poison_freed("cpu", POISON_BYTES[0], [x.numel() * 4])
+    assert torch.equal(model(x), torch.relu(x))

@@ -1,0 +1,382 @@
+"""User mistakes, exit codes and the results-file policy of the ``kbv`` command (issue 15), in-process through
+click's CliRunner. No test here starts a worker: where a run must happen, the runner's build and evaluation steps
+are replaced by a fake that records a made-up verdict, so the CLI's own logic is what is tested."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+import kbv.cli as cli
+import kbv.eval.runner as runner_mod
+from kbv.cli import main
+from kbv.problems import builtin_suite_dir, discover
+from kbv.records import Record
+
+ROOT = Path(__file__).resolve().parents[1]
+RELU = ROOT / "src" / "kbv" / "suites" / "builtin" / "level1" / "5_ReLU.py"
+CORRECT = ROOT / "tests" / "candidates" / "correct_torch.py"
+
+
+@pytest.fixture
+def runner() -> CliRunner:
+    return CliRunner()
+
+
+def one_error_line(result) -> str:
+    """The run ended with exit 2 and exactly one line ``Error: ...`` and no traceback; returns that line."""
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    assert not isinstance(result.exception, Exception) or isinstance(result.exception, SystemExit), result.exception
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith("Error: ")]
+    assert len(errors) == 1, result.output
+    return errors[0]
+
+
+def fake_record(pair, verdict: str = "correct", **extra) -> Record:
+    p = pair.problem
+    return Record(problem=p.key, level=p.level, problem_id=p.problem_id, problem_sha256=p.source_sha256,
+                  candidate=str(pair.candidate.path), candidate_sha256=pair.candidate.sha256,
+                  sample=pair.candidate.sample, verdict=verdict, standard_verdict=verdict, stage="done",
+                  env={"device_kind": "cpu"}, **extra)
+
+
+@pytest.fixture
+def fake_run(monkeypatch):
+    """The runner without workers: builds return nothing, each pair gets the verdict ``verdicts`` names (by
+    candidate file name; default correct). Returns the list of pairs evaluated."""
+    evaluated: list = []
+    verdicts: dict[str, str] = {}
+    monkeypatch.setattr(runner_mod, "build_candidates", lambda todo, *a, **k: {})
+    monkeypatch.setattr(runner_mod.sandbox_plan, "plan", lambda mode, device="cpu": {"requested": True})
+
+    def evaluate(problem, candidate, options, device, gpu, compiled, name):
+        from kbv.problems.candidates import Pair
+
+        pair = Pair(problem, candidate)
+        evaluated.append(pair)
+        return fake_record(pair, verdicts.get(candidate.path.name, "correct"))
+
+    monkeypatch.setattr(runner_mod, "evaluate_shapes", evaluate)
+    evaluated_verdicts = evaluated  # the list, with the verdict table attached
+    fake_run_state = type("FakeRun", (), {"pairs": evaluated_verdicts, "verdicts": verdicts})
+    return fake_run_state
+
+
+@pytest.fixture
+def no_run(monkeypatch):
+    """Any attempt to run pairs fails the test: options must be refused before anything runs."""
+    def refuse(*a, **k):
+        raise AssertionError("run_pairs was called")
+
+    monkeypatch.setattr(cli, "run_pairs", refuse)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# One line "Error: ...", exit 2
+
+
+def test_unknown_suite_is_one_error_line(runner, no_run, tmp_path):
+    line = one_error_line(runner.invoke(main, ["problems", "nosuchsuite"]))
+    assert "nosuchsuite" in line and "builtin" in line  # names the shipped suites
+    line = one_error_line(runner.invoke(main, ["eval", "--problems", "nosuchsuite", "--candidates", str(tmp_path),
+                                               "--out", str(tmp_path / "r.jsonl")]))
+    assert "--problems" in line and "nosuchsuite" in line
+
+
+def test_problem_without_get_inputs_is_one_error_line(runner, no_run, tmp_path):
+    bad = tmp_path / "level1" / "1_NoInputs.py"
+    bad.parent.mkdir()
+    bad.write_text("import torch\nclass Model(torch.nn.Module):\n    pass\n\ndef get_init_inputs():\n    return []\n")
+    out = tmp_path / "r.jsonl"
+    line = one_error_line(runner.invoke(main, ["eval", "--problem", str(bad), "--candidate", str(CORRECT),
+                                               "--out", str(out)]))
+    assert "get_inputs" in line and "1_NoInputs.py" in line
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("command", [
+    ["eval", "--problem", RELU, "--candidate", CORRECT, "--out", "OUT"],
+    ["demo", "--out", "OUT"],
+    ["calibrate", "--no-save"],
+], ids=["eval", "demo", "calibrate"])
+def test_device_cuda_without_a_gpu_is_one_error_line(runner, no_run, monkeypatch, tmp_path, command):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+    out = tmp_path / "r.jsonl"
+    args = [str(out) if a == "OUT" else str(a) for a in command] + ["--device", "cuda"]
+    line = one_error_line(runner.invoke(main, args))
+    assert "--device cuda" in line and "no CUDA device" in line and "--device cpu" in line
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("flag, value, names", [
+    ("--trials", "0", "--trials"),
+    ("--timeout", "-1", "--timeout"),
+    ("--build-timeout", "0", "--build-timeout"),
+    ("--profile", "nosuchprofile", "--profile"),
+    ("--timing-pairs", "0", "--timing-pairs"),
+    ("--speedup-bound", "-3", "--speedup-bound"),
+    ("--build-workers", "0", "--build-workers"),
+])
+def test_bad_options_are_refused_before_anything_runs(runner, no_run, tmp_path, flag, value, names):
+    out = tmp_path / "r.jsonl"
+    line = one_error_line(runner.invoke(main, ["eval", "--problem", str(RELU), "--candidate", str(CORRECT),
+                                               "--out", str(out), "--device", "cpu", flag, value]))
+    assert names in line and value in line
+    assert not out.exists()  # never recorded as a candidate's runtime_error: nothing was recorded at all
+
+
+def test_unknown_profile_is_checked_against_the_problems(runner, no_run, tmp_path):
+    line = one_error_line(runner.invoke(main, ["eval", "--problem", str(RELU), "--candidate", str(CORRECT),
+                                               "--out", str(tmp_path / "r.jsonl"), "--profile", "huge"]))
+    assert "small" in line  # the profiles the problem does define
+    line = one_error_line(runner.invoke(main, ["demo", "--out", str(tmp_path / "d.jsonl"), "--device", "cpu",
+                                               "--profile", "huge"]))
+    assert "--profile 'huge'" in line
+
+
+def test_a_profile_the_problem_defines_runs(runner, fake_run, tmp_path):
+    out = tmp_path / "r.jsonl"
+    result = runner.invoke(main, ["eval", "--problem", str(RELU), "--candidate", str(CORRECT), "--out", str(out),
+                                  "--device", "cpu", "--profile", "small"])
+    assert result.exit_code == 0, result.output
+    assert len(fake_run.pairs) == 1
+
+
+def test_duplicate_pairs_on_export_name_the_option(runner, tmp_path):
+    record = {"schema": "kbv.result/1", "problem": "level1/5_ReLU", "level": 1, "problem_id": 5,
+              "problem_sha256": "0" * 64, "candidate": "a.py", "candidate_sha256": "1" * 64, "sample": 0,
+              "verdict": "correct", "standard_verdict": "correct", "speedup": {}, "timing_ms": {}}
+    results = tmp_path / "r.jsonl"
+    results.write_text(json.dumps(record) + "\n" + json.dumps({**record, "candidate_sha256": "2" * 64}) + "\n")
+    out = tmp_path / "eval_results.json"
+    line = one_error_line(runner.invoke(main, ["export-kernelbench", str(results), "--level", "1", "--out", str(out)]))
+    assert "--on-duplicate last" in line and "more than once" in line
+    assert not out.exists()
+    ok = runner.invoke(main, ["export-kernelbench", str(results), "--level", "1", "--out", str(out),
+                              "--on-duplicate", "last"])
+    assert ok.exit_code == 0, ok.output
+    assert out.exists()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Batches: a malformed problem, no matching candidate
+
+
+def _suite_with_a_bad_problem(tmp_path: Path) -> tuple[Path, Path]:
+    suite = tmp_path / "suite"
+    (suite / "level1").mkdir(parents=True)
+    shutil.copy(RELU, suite / "level1" / "5_ReLU.py")
+    (suite / "level1" / "7_Broken.py").write_text("class Model:\n    pass\n")  # no get_inputs, no get_init_inputs
+    candidates = tmp_path / "candidates"
+    candidates.mkdir()
+    shutil.copy(CORRECT, candidates / "level_1_problem_5_sample_0_kernel.py")
+    shutil.copy(CORRECT, candidates / "level_1_problem_7_sample_0_kernel.py")
+    return suite, candidates
+
+
+def test_a_malformed_problem_in_a_folder_is_skipped_with_its_reason(runner, fake_run, tmp_path):
+    suite, candidates = _suite_with_a_bad_problem(tmp_path)
+    out = tmp_path / "r.jsonl"
+    result = runner.invoke(main, ["eval", "--problems", str(suite), "--candidates", str(candidates),
+                                  "--out", str(out), "--device", "cpu"])
+    assert result.exit_code == 0, result.output
+    assert re.search(r"Warning: skipped problem .*7_Broken\.py: .*missing get_init_inputs, get_inputs",
+                     result.stderr), result.stderr
+    assert [p.problem.key for p in fake_run.pairs] == ["level1/5_ReLU"]  # the rest of the batch ran
+    listing = runner.invoke(main, ["problems", str(suite)])
+    assert listing.exit_code == 0 and "level1/5_ReLU" in listing.stdout and "7_Broken" in listing.stderr
+
+
+def test_no_candidate_matching_any_problem_is_an_error_naming_the_files(runner, no_run, tmp_path):
+    candidates = tmp_path / "candidates"
+    candidates.mkdir()
+    (candidates / "my_relu.py").write_text(CORRECT.read_text())
+    (candidates / "level_9_problem_99_sample_0_kernel.py").write_text(CORRECT.read_text())
+    line = one_error_line(runner.invoke(main, ["eval", "--problems", "builtin", "--candidates", str(candidates),
+                                               "--out", str(tmp_path / "r.jsonl")]))
+    assert "my_relu.py" in line and "level_9_problem_99_sample_0_kernel.py" in line
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert "no .py files" in one_error_line(runner.invoke(
+        main, ["eval", "--problems", "builtin", "--candidates", str(empty), "--out", str(tmp_path / "r.jsonl")]))
+
+
+def test_eval_problems_accepts_a_suite_name(runner, fake_run, tmp_path):
+    candidates = tmp_path / "candidates"
+    candidates.mkdir()
+    shutil.copy(CORRECT, candidates / "level_1_problem_5_sample_0_kernel.py")
+    result = runner.invoke(main, ["eval", "--problems", "builtin", "--candidates", str(candidates),
+                                  "--out", str(tmp_path / "r.jsonl"), "--device", "cpu"])
+    assert result.exit_code == 0, result.output
+    assert [p.problem.key for p in fake_run.pairs] == ["level1/5_ReLU"]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# kbv report on files with nothing (or not everything) in them
+
+
+def _record_line(**kw) -> str:
+    data = {"schema": "kbv.result/1", "problem": "level1/5_ReLU", "level": 1, "problem_id": 5,
+            "problem_sha256": "0" * 64, "candidate": "a.py", "candidate_sha256": "1" * 64, "sample": 0,
+            "verdict": "correct", "standard_verdict": "correct", "speedup": {}, "timing_ms": {}, **kw}
+    return json.dumps(data)
+
+
+@pytest.mark.parametrize("content, warnings", [
+    ("", 0),
+    ("this is not json\n{\"also\": \"not a record\"}\n", 2),
+    ("\x00\xff\xfe binary", 1),
+], ids=["empty", "not-jsonl", "binary"])
+def test_report_of_a_file_with_no_records_is_exit_2_with_a_warning_per_skipped_line(runner, tmp_path, content,
+                                                                                       warnings):
+    path = tmp_path / "r.jsonl"
+    path.write_bytes(content.encode("latin-1"))
+    result = runner.invoke(main, ["report", str(path)])
+    line = one_error_line(result)
+    assert "no kbv records" in line and str(path) in line
+    assert len(re.findall(r"^Warning: .*r\.jsonl:\d+: skipped", result.stderr, re.MULTILINE)) == warnings
+
+
+def test_report_warns_on_each_torn_line_and_reads_the_rest(runner, tmp_path):
+    path = tmp_path / "r.jsonl"
+    whole = _record_line()
+    path.write_text(whole + "\n" + whole[: len(whole) // 2] + "\n" + _record_line(problem="level1/6_X") + "\n"
+                    + whole[:10])
+    result = runner.invoke(main, ["report", str(path), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    skipped = re.findall(r"^Warning: .*r\.jsonl:(\d+): skipped: not a JSON line", result.stderr, re.MULTILINE)
+    assert skipped == ["2", "4"]
+    assert json.loads(result.stdout)["universe"] == ["level1/5_ReLU", "level1/6_X"]
+
+
+def test_report_suite_accepts_a_suite_name(runner, tmp_path):
+    path = tmp_path / "r.jsonl"
+    path.write_text(_record_line() + "\n")
+    result = runner.invoke(main, ["report", str(path), "--suite", "builtin", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    assert len(json.loads(result.stdout)["universe"]) == len(discover(builtin_suite_dir()))
+    assert "--suite" in one_error_line(runner.invoke(main, ["report", str(path), "--suite", "nosuchsuite"]))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# --fail-on and the results-file policy
+
+
+@pytest.mark.parametrize("verdict, fail_on, code", [
+    ("incorrect", "incorrect", 1),
+    ("incorrect", "rejected", 0),
+    ("rejected", "rejected", 1),
+    ("timeout", "any-failure", 1),
+    ("timeout", "incorrect", 0),
+    ("correct", "any-failure", 0),
+    ("incorrect", None, 0),
+])
+def test_fail_on_makes_eval_exit_non_zero(runner, fake_run, tmp_path, verdict, fail_on, code):
+    fake_run.verdicts[CORRECT.name] = verdict
+    args = ["eval", "--problem", str(RELU), "--candidate", str(CORRECT), "--out", str(tmp_path / "r.jsonl"),
+            "--device", "cpu"] + (["--fail-on", fail_on] if fail_on else [])
+    result = runner.invoke(main, args)
+    assert result.exit_code == code, result.output
+    if code:
+        assert f"--fail-on {fail_on}" in result.stderr and "level1/5_ReLU" in result.stderr
+
+
+def test_an_existing_out_needs_resume_append_or_overwrite(runner, fake_run, tmp_path):
+    out = tmp_path / "r.jsonl"
+    base = ["eval", "--problem", str(RELU), "--candidate", str(CORRECT), "--out", str(out), "--device", "cpu"]
+    assert runner.invoke(main, base).exit_code == 0
+    first = out.read_bytes()
+    assert len(first.splitlines()) == 1
+    line = one_error_line(runner.invoke(main, base))
+    assert "--resume" in line and "--append" in line and "--overwrite" in line
+    assert out.read_bytes() == first  # nothing silently appended
+    assert runner.invoke(main, base + ["--resume"]).exit_code == 0
+    assert out.read_bytes() == first  # already recorded
+    assert runner.invoke(main, base + ["--append"]).exit_code == 0
+    assert len(out.read_bytes().splitlines()) == 2
+    assert runner.invoke(main, base + ["--overwrite"]).exit_code == 0
+    assert len(out.read_bytes().splitlines()) == 1
+    assert "only one of" in one_error_line(runner.invoke(main, base + ["--append", "--overwrite"]))
+    assert len(fake_run.pairs) == 3
+
+
+def test_library_run_pairs_keeps_appending_by_default_and_can_refuse(fake_run, tmp_path):
+    from kbv.eval import EvalOptions
+    from kbv.eval.options import OptionsError
+    from kbv.problems import load_problem
+    from kbv.problems.candidates import Candidate, Pair
+
+    out = tmp_path / "r.jsonl"
+    pairs = [Pair(load_problem(RELU), Candidate.from_path(CORRECT))]
+    options = EvalOptions(device="cpu")
+    runner_mod.run_pairs(pairs, options, out)
+    runner_mod.run_pairs(pairs, options, out)
+    assert len(out.read_text().splitlines()) == 2
+    with pytest.raises(OptionsError, match="--resume"):
+        runner_mod.run_pairs(pairs, options, out, existing="error")
+    runner_mod.run_pairs(pairs, options, out, existing="overwrite")
+    assert len(out.read_text().splitlines()) == 1
+
+
+def test_demo_never_deletes_a_file_it_did_not_write(runner, fake_run, tmp_path):
+    mine = tmp_path / "notes.jsonl"
+    mine.write_text("my own notes\n")
+    line = one_error_line(runner.invoke(main, ["demo", "--out", str(mine), "--device", "cpu"]))
+    assert "not written by kbv demo" in line
+    assert mine.read_text() == "my own notes\n"
+    foreign = tmp_path / "other.jsonl"
+    foreign.write_text(_record_line(candidate="/home/me/kernel.py") + "\n")  # a kbv record, but not the demo's
+    one_error_line(runner.invoke(main, ["demo", "--out", str(foreign), "--device", "cpu"]))
+    assert foreign.read_text().count("\n") == 1
+    out = tmp_path / "demo.jsonl"
+    assert runner.invoke(main, ["demo", "--out", str(out), "--device", "cpu"]).exit_code == 0
+    n = len(out.read_text().splitlines())
+    assert n == len(fake_run.pairs) > 0
+    again = runner.invoke(main, ["demo", "--out", str(out), "--device", "cpu"])  # its own file: replaced
+    assert again.exit_code == 0, again.output
+    assert len(out.read_text().splitlines()) == n
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Flags consistent across commands; the README documents exit codes
+
+
+def _all_commands(group: click.Group, prefix: str = "kbv"):
+    for name, command in sorted(group.commands.items()):
+        yield f"{prefix} {name}", command
+        if isinstance(command, click.Group):
+            yield from _all_commands(command, f"{prefix} {name}")
+
+
+def test_every_option_has_help_text():
+    missing = [f"{path} {opt.opts[0]}" for path, command in _all_commands(main) for opt in command.params
+               if isinstance(opt, click.Option) and not (opt.help or "").strip()]
+    assert not missing, missing
+
+
+def test_every_profile_option_defaults_to_auto():
+    profiles = {path: opt.default for path, command in _all_commands(main) for opt in command.params
+                if isinstance(opt, click.Option) and opt.name == "profile"}
+    assert {"kbv eval", "kbv demo", "kbv roofline", "kbv lint"} <= set(profiles)
+    assert {path: d for path, d in profiles.items() if d != "auto"} == {}
+
+
+def test_readme_documents_every_exit_code():
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## Exit codes"):]
+    section = section[: section.find("\n## ", 5)]
+    for code in (cli.EXIT_FAIL_ON, cli.EXIT_USAGE, cli.EXIT_INTERRUPTED, 0):
+        assert re.search(rf"^\| *`?{code}`? *\|", section, re.MULTILINE), code
+    for option in ("--fail-on", "--resume", "--append", "--overwrite", "--json", "--hardware"):
+        assert option in readme, option

@@ -1,0 +1,168 @@
+"""Ctrl-C (issue 15): a real ``kbv eval`` in a subprocess gets a real SIGINT, sent to its process group as a
+terminal sends it, at several moments of a run: during a long compile stage (a candidate whose import sleeps and
+has started a child process, as a compiler would), during correctness (a forward that never returns) after another
+pair was already recorded, and during the performance stage. Each time kbv must stop within seconds, kill the
+workers' process groups (the child processes included), record nothing for the pairs cut short, remove a build
+folder cut short, and print how many pairs were recorded and the ``--resume`` command that continues."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from kbv.eval.workspace import build_dir
+from kbv.problems.candidates import Candidate
+
+ROOT = Path(__file__).resolve().parents[1]
+RELU = ROOT / "src" / "kbv" / "suites" / "builtin" / "level1" / "5_ReLU.py"
+CORRECT = ROOT / "tests" / "candidates" / "correct_torch.py"
+STOP_WITHIN_S = 15.0  # from SIGINT to the process's exit
+
+HEADER = '''import os, subprocess, time
+from pathlib import Path
+import torch
+import torch.nn as nn
+MARK = Path({mark!r})
+
+
+def _announce():
+    child = subprocess.Popen(["sleep", "300"])  # as a compiler the build started would be
+    tmp = MARK.with_suffix(".tmp")
+    tmp.write_text(f"{{os.getpid()}} {{child.pid}}")
+    tmp.rename(MARK)
+'''
+
+SLOW_IMPORT = HEADER + '''
+ext = Path(os.environ["TORCH_EXTENSIONS_DIR"]) / "slow_ext"
+ext.mkdir(parents=True, exist_ok=True)
+(ext / "half_written.o").write_bytes(b"\\0" * 100)  # a build cut short
+(ext / "lock").write_text("")  # torch's build lock
+_announce()
+time.sleep(300)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return x.clamp_min(0)
+'''
+
+HANG_IN_STAGE = HEADER + '''
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        if {stage!r} in os.environ.get("TMPDIR", ""):  # the stage's work folder: <stage>-candidate
+            _announce()
+            time.sleep(300)
+        return x.clamp_min(0)
+'''
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")  # a zombie is dead (only not yet reaped by whoever adopted it)
+
+
+def _run_and_interrupt(args: list[str], mark: Path, env: dict[str, str], wait_s: float = 240.0):
+    proc = subprocess.Popen([sys.executable, "-m", "kbv", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env, cwd=ROOT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + wait_s
+        while not mark.exists():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                out, err = proc.communicate(timeout=30)
+                pytest.fail(f"the candidate never reached its slow point (rc {proc.returncode}):\n{out}\n{err}")
+            time.sleep(0.1)
+        time.sleep(0.5)
+        sent = time.monotonic()
+        os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does: the whole foreground group
+        try:
+            out, err = proc.communicate(timeout=STOP_WITHIN_S)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"kbv did not stop within {STOP_WITHIN_S} s of SIGINT")
+        took = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    worker, child = (int(x) for x in mark.read_text().split())
+    return proc.returncode, out, err, took, worker, child
+
+
+def _check_stopped(rc: int, err: str, took: float, worker: int, child: int, recorded: int, resume_args: list[str]):
+    assert rc == 130, err
+    assert took < STOP_WITHIN_S
+    assert "Traceback" not in err, err
+    assert f"Interrupted: {recorded} pairs recorded" in err, err
+    m = re.search(r"^Continue with: (.*)$", err, re.MULTILINE)
+    assert m, err
+    command = shlex.split(m.group(1))
+    assert command[0] == "kbv" and command[-1] == "--resume"
+    for arg in resume_args:
+        assert arg in command
+    deadline = time.monotonic() + 5
+    while (_alive(worker) or _alive(child)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(worker), "the worker outlived kbv"
+    assert not _alive(child), "a process the worker started outlived kbv (its process group was not killed)"
+
+
+@pytest.fixture
+def env(tmp_path) -> dict[str, str]:
+    """A fresh cache; the sandbox off so the candidate can write its marker here (and the isolation warning shows)."""
+    return dict(os.environ, KBV_CACHE_DIR=str(tmp_path / "cache"), KBV_SANDBOX="off", COLUMNS="100",
+                PYTHONPATH=str(ROOT / "src"))
+
+
+FAST = ["--device", "cpu", "--trials", "1", "--protocol", "standard", "--timing-pairs", "1"]
+
+
+def test_ctrl_c_during_a_long_build(tmp_path, env):
+    mark = tmp_path / "mark"
+    candidate = tmp_path / "slow_import.py"
+    candidate.write_text(SLOW_IMPORT.format(mark=str(mark)))
+    out = tmp_path / "results.jsonl"
+    args = ["eval", "--problem", str(RELU), "--candidate", str(candidate), "--out", str(out), *FAST]
+    rc, _, err, took, worker, child = _run_and_interrupt(args, mark, env)
+    _check_stopped(rc, err, took, worker, child, 0, ["--out", str(out), "--candidate", str(candidate)])
+    assert not out.exists() or out.read_text() == ""  # nothing recorded for the pair cut short
+    build = build_dir(Candidate.from_path(candidate), "cpu", Path(env["KBV_CACHE_DIR"]))
+    assert not build.exists(), sorted(build.rglob("*"))  # the torn build folder is gone
+    # the isolation warning: one readable line that says what to do, no Python warning with its source line
+    warning = [line for line in err.splitlines() if "isolation reduced" in line]
+    assert len(warning) == 1 and warning[0].startswith("Warning: ") and "KBV_SANDBOX" in warning[0], err
+    assert "UserWarning" not in err and "warnings.warn" not in err
+
+
+@pytest.mark.parametrize("stage, done_first", [("correctness", True), ("performance", False)])
+def test_ctrl_c_during_evaluation_keeps_what_was_recorded(tmp_path, env, stage, done_first):
+    """``done_first``: a correct pair (sample 0) is evaluated before the one that hangs (sample 1)."""
+    mark = tmp_path / "mark"
+    suite = tmp_path / "suite" / "level1"
+    suite.mkdir(parents=True)
+    shutil.copy(RELU, suite / RELU.name)
+    candidates = tmp_path / "candidates"
+    candidates.mkdir()
+    if done_first:
+        shutil.copy(CORRECT, candidates / "level_1_problem_5_sample_0_kernel.py")
+    (candidates / "level_1_problem_5_sample_1_kernel.py").write_text(HANG_IN_STAGE.format(mark=str(mark),
+                                                                                           stage=stage))
+    out = tmp_path / "results.jsonl"
+    args = ["eval", "--problems", str(suite.parent), "--candidates", str(candidates), "--out", str(out), *FAST]
+    rc, _, err, took, worker, child = _run_and_interrupt(args, mark, env)
+    _check_stopped(rc, err, took, worker, child, int(done_first), ["--out", str(out), "--problems",
+                                                                   str(suite.parent)])
+    records = [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
+    assert [(r["sample"], r["verdict"]) for r in records] == ([(0, "correct")] if done_first else [])
