@@ -86,9 +86,9 @@ def main() -> int:
     options = EvalOptions(device=args.device, timeout=args.timeout, profile=args.profile,
                           timing_pairs=args.timing_pairs, preset=args.preset)
     records_path = args.out / "pair_cost.jsonl"
-    records_path.unlink(missing_ok=True)  # this benchmark's own output file, written anew each run
     t0 = time.monotonic()
-    run_pairs(pairs, options, records_path, build_workers=4)
+    # this benchmark's own output file, written anew each run
+    run_pairs(pairs, options, records_path, build_workers=4, existing="overwrite")
     batch = time.monotonic() - t0
     records = list(read_records(records_path))
     rows = []

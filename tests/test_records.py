@@ -7,7 +7,6 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import pytest
 
 from kbv.protocol import SCHEMA
 from kbv.records import Record, RecordWriter, read_records, recorded_keys

@@ -105,9 +105,9 @@ def test_seccomp_filter_refuses_what_a_kernel_never_needs() -> None:
     assert _syscalls_in_child(install=True) == []
     from kbv.worker import seccomp
 
-    code = (f"from kbv.worker import seccomp; assert seccomp.install()[0]; import threading, subprocess, torch;"
-            f"t = threading.Thread(target=print); t.start(); t.join(); subprocess.run(['true'], check=True);"
-            f"print(float(torch.ones(4).sum()))")
+    code = ("from kbv.worker import seccomp; assert seccomp.install()[0]; import threading, subprocess, torch;"
+            "t = threading.Thread(target=print); t.start(); t.join(); subprocess.run(['true'], check=True);"
+            "print(float(torch.ones(4).sum()))")
     import subprocess
 
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -183,7 +183,7 @@ def _evaluator_decoys(tmp_path: Path) -> tuple[Path, list[Path]]:
         f.chmod(f.stat().st_mode | 0o755)  # readable by other users: only the sandbox's mounts keep them out
     key = attest.key_path()
     if not key.exists():
-        attest.key()
+        attest.load_key()
     return problem, files + [key]
 
 

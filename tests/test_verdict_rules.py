@@ -249,7 +249,10 @@ class FakeWorker:
     def __exit__(self, *exc: object) -> None:
         pass
 
-    def call(self, msg: dict[str, Any], deadline: float) -> dict[str, Any]:
+    budgets: list[tuple[str, str, int | None]] = []
+
+    def call(self, msg: dict[str, Any], deadline: float, max_bytes: int | None = None) -> dict[str, Any]:
+        self.budgets.append((self.spec.role, msg["cmd"], max_bytes))
         return self.script(msg)
 
 
@@ -257,6 +260,7 @@ class FakeWorker:
 def fake(monkeypatch: pytest.MonkeyPatch) -> type[FakeWorker]:
     monkeypatch.setattr(context_module, "Worker", FakeWorker)
     FakeWorker.scripts = {}
+    FakeWorker.budgets = []
     return FakeWorker
 
 
@@ -309,7 +313,7 @@ def test_clock_check_agrees_with_the_burst_for_an_honest_kernel_with_more_host_w
     wall = ctx.draft.timing_ms["wall_per_call"]
     assert wall["candidate"] > 2 * wall["reference"]  # the per-call wall time the old check compared
     burst = ctx.draft.timing_ms["burst"]
-    assert 1.2 < burst["wall_speedup"] < 1.5 and burst["claimed_speedup"] == pytest.approx(1 / 0.75)
+    assert 1.1 < burst["wall_speedup"] < 1.7 and burst["claimed_speedup"] == pytest.approx(1 / 0.75)
     assert "wall_clock_mismatch" not in ctx.evidence.observed
 
 
@@ -423,6 +427,12 @@ def test_correctness_evidence_from_scripted_replies(fake, tmp_path) -> None:
     assert ev.distributions == {d: "passed" for d in DISTRIBUTION_NAMES}
     assert "input_mutated" in ev.observed and ctx.draft.correctness["input_use"]["mutated_inputs"] == {"D2": [0]}
     assert decide(ev, RULES).verdict == "rejected"
+    # issue 11: candidate replies have a byte budget derived from the reference's outputs (8 bytes here)
+    from kbv.protocol import REPLY_OUTPUT_FACTOR, REPLY_SLACK_BYTES
+    forwards = {b for role, cmd, b in fake.budgets if role == "candidate" and cmd == "forward"}
+    assert forwards == {REPLY_OUTPUT_FACTOR * 8 + REPLY_SLACK_BYTES}
+    assert {b for role, cmd, b in fake.budgets if role == "candidate" and cmd == "setup"} == {REPLY_SLACK_BYTES}
+    assert all(b is None for role, _, b in fake.budgets if role == "reference")
 
 
 # -- issue 10, bug 5: the standard tolerance's version ---------------------------------------------------------------
@@ -498,7 +508,9 @@ def test_judged_timed_call_is_drawn_after_the_rounds(fake, tmp_path) -> None:
 
 
 def test_a_wrong_kept_output_is_a_timed_output_mismatch(fake, tmp_path) -> None:
-    def wrong_judge(msg: dict[str, Any], inner=timing_script(1.0, 0.0)) -> dict[str, Any]:
+    inner = timing_script(1.0, 0.0)
+
+    def wrong_judge(msg: dict[str, Any]) -> dict[str, Any]:
         if msg["cmd"] == "judge":
             return {"comparison": {"passed": False, "reason": "zeros"}, "standard": False}
         return inner(msg)
@@ -525,3 +537,65 @@ def test_timed_calls_come_from_every_distribution() -> None:
     assert {timed_call(9, i, positive)[1] for i in range(50)} == set(positive)
     assert timed_call(1, 0, names) != timed_call(2, 0, names)  # another key, other inputs
     assert len({timed_call(1, i, names)[0] for i in range(100)}) == 100
+
+
+# -- issue 12: evidence the parent reads itself (/proc), which the candidate cannot blind ----------------------------
+
+class _Proc:
+    """A stand-in worker: a real process whose /proc the parent reads; it acts on a line sent to its stdin."""
+
+    def __init__(self, role: str, script: str):
+        import subprocess
+        import sys
+
+        self.spec = type("Spec", (), {"role": role})()
+        self.proc = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True)
+        self.pid = self.proc.pid
+        assert self.proc.stdout.readline().strip() == "ready"
+
+    def act(self) -> None:
+        self.proc.stdin.write("go\n")
+        self.proc.stdin.flush()
+        assert self.proc.stdout.readline().strip() == "done"
+
+    def close(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+
+_ACTOR = """
+import os, sys, threading, time
+print("ready", flush=True)
+for line in sys.stdin:
+    {action}
+    print("done", flush=True)
+"""
+
+
+@pytest.mark.parametrize("action, flag", [
+    ("threading.Thread(target=time.sleep, args=(30,), daemon=True).start(); time.sleep(0.05)", "background_threads"),
+    ("os.fork() or (time.sleep(30), os._exit(0))", "background_threads"),
+    ("os.sched_setaffinity(0, set(range(os.cpu_count())))", "resources_changed"),
+])
+def test_the_parents_own_look_at_the_worker(tmp_path, action: str, flag: str) -> None:
+    """After its first call, a candidate that starts a thread or a process, or widens its CPUs, is caught from
+    /proc by the parent, whatever the worker reports; the same first call alone adds nothing."""
+    import os
+
+    if flag == "resources_changed" and (os.cpu_count() or 1) < 2:
+        pytest.skip("one CPU: no wider CPU set exists")
+    ctx = context(tmp_path)
+    cand = _Proc("candidate", _ACTOR.format(action=action))
+    try:
+        from kbv.sandbox import observe
+
+        pinned = ctx.worker_cpus()
+        assert observe.pin(cand.pid, pinned)
+        ctx.watch(cand, "D1")  # the first call
+        assert not ctx.evidence.observed
+        cand.act()
+        ctx.watch(cand, "D2")
+        assert flag in ctx.evidence.observed
+    finally:
+        cand.close()

@@ -178,6 +178,8 @@ FLAGS: Final = {
     "TIMING_TRUNCATE_FACTOR times the reference's median, its trials longer than TIMING_TRUNCATE_MIN_MS): it was "
     "timed with few trials, once, and its speedup is an upper bound (speedup.<baseline>.bound = 'upper': the "
     "reference's median over the candidate's fastest trial)",
+    "resources_changed": "the candidate widened the CPUs the parent pinned its worker to (the same CPUs as the "
+    "reference's, read from /proc by the parent): rejected",
     "gpu_unhealthy": "the GPU failed kbv's health check after this candidate (a CUDA error): later pairs moved to "
     "other GPUs or were not run",
 }
@@ -191,7 +193,7 @@ DEFAULT_SPEEDUP_BOUND: Final = 10.0
 # Flags that turn an otherwise correct kernel into "rejected" (its outputs are right but it breaks a rule).
 REJECTING_FLAGS: Final = frozenset({"input_mutated", "output_aliases_input", "tamper", "background_threads",
                                     "degenerate_output", "out_of_bounds_write", "timer_inconsistent",
-                                    "deferred_output"})
+                                    "deferred_output", "resources_changed"})
 
 # Flags that make a correct kernel "rejected" only under --strict-precision.
 PRECISION_FLAGS: Final = frozenset({"low_precision"})
@@ -310,3 +312,8 @@ COUNT_RULES_VERSION: Final = 1
 # Named rule sets (--preset). "reward" is for scoring samples in a training loop: the verified baseline only, cached
 # reference timings with the short re-measure, one timing pair; every correctness check as always.
 PRESETS: Final = {"reward": {"protocol": "verified", "reuse_reference_timing": True, "timing_pairs": 1}}
+# A candidate reply's tensor bytes: outputs at most REPLY_OUTPUT_FACTOR times the reference's outputs (plus
+# REPLY_SLACK_BYTES), replies that carry no outputs at most REPLY_SLACK_BYTES; a reply over its budget is refused
+# before anything is allocated (a runtime_error of the candidate, with the reason).
+REPLY_OUTPUT_FACTOR: Final = 2
+REPLY_SLACK_BYTES: Final = 4 * 2**20

@@ -214,7 +214,7 @@ def recv(conn: Connection, max_bytes: int | None = None, deadline: float | None 
     data = bytearray(size)
     if size:
         _read_exact(fd, memoryview(data), deadline)
-    body, specs = _parse_header(data)
+    body, specs = _parse_header(bytes(data))
     declared = sum(nbytes for _, _, nbytes in specs)
     if declared > budget:
         raise WireError(f"reply declares {declared} tensor bytes, over its budget of {budget}")

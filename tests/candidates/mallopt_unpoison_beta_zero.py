@@ -1,7 +1,7 @@
 """Candidate for level1/5_ReLU that undoes kbv's allocator poisoning from inside forward (ctypes
-mallopt(M_PERTURB, 0)) and then reads memory it never wrote: out = 0 * torch.empty_like(x) + relu(x) (hack
-catalogue M2; uninit_beta_zero without the poison). Fresh pages hold zeros, so the values are right; no kbv
-function is patched.
+mallopt(M_PERTURB, 0)) and then reads memory it never wrote (hack catalogue M2): its answer is NaN wherever a fresh
+buffer holds kbv's first poison pattern (0xFF bytes) and right elsewhere, so with the poison undone its values are
+right. No kbv function is patched.
 
 Expected today: verdict correct with flag fallback: a gap. The poison is set before each call and never verified
 after it, and glibc's M_PERTURB setting cannot be read back. Catching it: poison verified after the call (a
@@ -21,4 +21,6 @@ _M_PERTURB = -6
 class ModelNew(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         _libc.mallopt(_M_PERTURB, 0)
-        return 0 * torch.empty_like(x) + torch.relu(x)
+        scratch = torch.empty_like(x)  # never written: what the allocator left there
+        poisoned = scratch.view(torch.int32) == -1  # kbv's first poison byte (0xFF) in every byte
+        return torch.relu(x).masked_fill(poisoned, float("nan"))

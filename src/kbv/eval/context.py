@@ -4,6 +4,7 @@ state, the record sections being filled (``Draft``: every record field except th
 
 from __future__ import annotations
 
+import os
 import secrets
 import tempfile
 import time
@@ -17,6 +18,7 @@ from kbv.eval.options import EvalOptions
 from kbv.eval.params import Mapping, for_candidate
 from kbv.eval.workspace import candidate_spec, reference_spec
 from kbv.problems import Problem
+from kbv.protocol import REPLY_OUTPUT_FACTOR, REPLY_SLACK_BYTES
 from kbv.problems.candidates import Candidate
 from kbv.sandbox import observe
 from kbv.sandbox.launch import Worker, WorkerFailure, WorkerSpec
@@ -74,6 +76,7 @@ class PairContext:
         self.first_seen: dict[tuple[str, int], observe.Snapshot] = {}  # each worker's tree after its first call
         self.growth: dict[str, dict[str, int]] = {}  # the most each role's trees grew since
         self.spent: dict[str, float] = {}  # seconds per "<stage>/<part>" (the record's wall_seconds breakdown)
+        self.output_bytes = 0  # the largest reference output seen (the candidate's reply budgets follow it)
 
     def candidate_state(self) -> dict[str, Any]:
         """The reference's state under the candidate's own names (``kbv.eval.params``)."""
@@ -99,6 +102,10 @@ class PairContext:
         seen = observe.snapshot(pid)
         if seen is None or pid is None:
             return
+        pinned = self.worker_cpus()
+        if role == "candidate" and pinned and seen.cpus is not None and not seen.cpus <= pinned:
+            self.evidence.see("resources_changed")
+            self.draft.integrity["resources_changed"] = {"pinned": sorted(pinned), "seen": sorted(seen.cpus)}
         first = self.first_seen.setdefault((role, pid), seen)
         growth = self.growth.setdefault(role, {"threads": 0, "processes": 0})
         growth["threads"] = max(growth["threads"], seen.threads - first.threads)
@@ -111,6 +118,17 @@ class PairContext:
             self.draft.correctness.setdefault("input_use", {}).setdefault("observed_growth", {})[when or "call"] = {
                 "processes": [first.processes, seen.processes], "threads": [first.threads, seen.threads]}
 
+    def budget(self, cmd: str) -> int:
+        """Tensor bytes a candidate reply to ``cmd`` may carry: outputs (``forward``, ``fallback``, ``kept``,
+        ``buffers``) a bounded multiple of the reference's, anything else next to nothing."""
+        if cmd in ("forward", "fallback", "kept", "buffers"):
+            return REPLY_OUTPUT_FACTOR * self.output_bytes + REPLY_SLACK_BYTES
+        return REPLY_SLACK_BYTES
+
+    def saw_reference_output(self, reply: dict[str, Any]) -> None:
+        sizes = reply.get("nbytes") or []
+        self.output_bytes = max(self.output_bytes, sum(int(n) for n in sizes if isinstance(n, int)))
+
     @contextmanager
     def clock(self, stage: str, part: str) -> Iterator[None]:
         """Charge the time of a block to ``<stage>/<part>`` of the record's ``wall_seconds`` breakdown."""
@@ -122,9 +140,28 @@ class PairContext:
             self.spent[key] = self.spent.get(key, 0.0) + time.monotonic() - t0
 
     def start(self, role: str, stage: str, deadline: float) -> Worker:
-        """A fresh worker, its start (process, imports, problem load, confinement) charged to ``process_start``."""
+        """A fresh worker, its start (process, imports, problem load, confinement) charged to ``process_start``. On
+        the CPU both roles are pinned by the parent to the same CPUs (``worker_cpus``): a candidate that starts more
+        threads gains no cores, and one that widens its CPU set is caught (``watch``)."""
         with self.clock(stage, "process_start"):
-            return Worker(self.spec(role, stage), deadline)
+            worker = Worker(self.spec(role, stage), deadline)
+        cpus = self.worker_cpus()
+        if cpus and observe.pin(worker.pid, cpus):
+            self.draft.env.setdefault("resources", {"cpus": sorted(cpus),
+                                                    "threads": self.options.resolved_threads(self.device)})
+        return worker
+
+    def worker_cpus(self) -> set[int]:
+        """The CPUs the parent gives every CPU worker, reference and candidate alike: the last ``threads`` of its
+        own (none on a GPU, where the GPU is the measured resource)."""
+        threads = self.options.resolved_threads(self.device)
+        if self.device != "cpu" or not threads:
+            return set()
+        try:
+            mine = sorted(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            return set()
+        return set(mine[-threads:])
 
     def note(self, section: str, key: str, distribution: str, value: Any) -> None:
         """``draft.correctness[section][key][distribution] = value`` (the record's per-distribution details)."""

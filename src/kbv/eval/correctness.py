@@ -78,7 +78,8 @@ class CorrectnessStage:
         t0 = time.monotonic()
         try:
             with self.ctx.clock("correctness", PART_OF.get(msg.get("cmd", ""), "other")):
-                reply = worker.call(msg, t0 + max(0.0, self.options.timeout - self.spent))
+                reply = worker.call(msg, t0 + max(0.0, self.options.timeout - self.spent),
+                                    max_bytes=self.ctx.budget(msg.get("cmd", "")))
         finally:
             self.spent += time.monotonic() - t0
         if msg.get("cmd") == "forward":  # not the profiled call: kbv's profiler may start threads of its own
@@ -92,7 +93,11 @@ class CorrectnessStage:
         except WorkerFailure as failure:
             raise ReferenceFailed(failure, "correctness") from None
         if msg.get("cmd") == "forward":
+            self.ctx.saw_reference_output(reply)
             self.ctx.watch(worker, msg.get("distribution", ""))
+        elif msg.get("cmd") == "buffers":
+            self.ctx.output_bytes = max(self.ctx.output_bytes, sum(
+                int(b.numel() * b.element_size()) for b in (reply.get("buffers") or {}).values()))
         return reply
 
     def judge_msg(self, candidate_reply: dict[str, Any]) -> dict[str, Any]:
@@ -284,11 +289,11 @@ class CorrectnessStage:
             self.ctx.note("input_use", "guard_violations", "D1 (fallback trial)", reply["guard_violations"])
         env = candidate.spec.env or {}
         roots = [Path(env[k]) for k in ("TORCH_EXTENSIONS_DIR", "TRITON_CACHE_DIR") if env.get(k)]
-        modules = reply.get("modules") if isinstance(reply.get("modules"), dict) else {}
+        modules: dict[str, Any] = reply["modules"] if isinstance(reply.get("modules"), dict) else {}
         mapped = observe.foreign_objects(candidate.pid)  # the parent's own view: renamed or deleted ones too
         symbols = fallback_check.extension_symbols(roots, objects=[*(str(p) for p in modules.values()),
                                                                    *(str(m["read_as"]) for m in mapped)])
-        profile = reply.get("fallback") if isinstance(reply.get("fallback"), dict) else {}
+        profile: dict[str, Any] = reply["fallback"] if isinstance(reply.get("fallback"), dict) else {}
         verdict = fallback_check.classify(profile, symbols)
         gpu = None
         if isinstance(reply.get("gpu_kernels"), list):  # on a GPU: device time per kernel decides when any ran

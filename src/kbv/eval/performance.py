@@ -69,6 +69,8 @@ class PerformanceStage:
     def _call(self, worker: Worker, role: str, msg: dict[str, Any], deadline: float) -> dict[str, Any]:
         try:
             with self.ctx.clock("performance", PART_OF.get(msg.get("cmd", ""), "other")):
+                if role == "candidate":
+                    return worker.call(msg, deadline, max_bytes=self.ctx.budget(msg.get("cmd", "")))
                 return worker.call(msg, deadline)
         except WorkerFailure as failure:
             if role == "reference":

@@ -256,7 +256,7 @@ def _run(pairs: Sequence[Pair], todo: list[Pair], options: EvalOptions, device: 
             else:
                 record = evaluate_shapes(pair.problem, pair.candidate, options, device, gpu,
                                          compiled.get(pair.candidate.sha256), name)
-                if device == "cuda" and health.looks_like_cuda_fault(record.error):
+                if device == "cuda" and gpu is not None and health.looks_like_cuda_fault(record.error):
                     keep, note = health.check(gpu)
                     record.env["gpu_health"] = {"ok": keep, "note": note}
                     if not keep:

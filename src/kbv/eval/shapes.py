@@ -53,24 +53,25 @@ def merge(runs: list[ShapeRun]) -> Record:
     merged.stage = next(r.stage for i, _, _, r in runs if i == worst)
     merged.speedup = {}
     for baseline in first.speedup:
-        values = [(r.speedup.get(baseline) or {}).get("value") for r in records]
-        if all(isinstance(v, (int, float)) and v > 0 for v in values):
+        raw = [(r.speedup.get(baseline) or {}).get("value") for r in records]
+        values = [float(v) for v in raw if isinstance(v, (int, float)) and v > 0]
+        if len(values) == len(raw):
             merged.speedup[baseline] = {"value": _geomean(values), "ci_low": None, "ci_high": None,
                                         "over": "geometric mean over shapes", "per_shape": values}
         else:
             merged.speedup[baseline] = None
-    roofs = [r.roofline for r in records]
-    if all(isinstance(x, dict) and isinstance(x.get("attainment"), dict) for x in roofs):
+    roofs = [r.roofline for r in records if isinstance(r.roofline, dict)]
+    if len(roofs) == len(records) and all(isinstance(x.get("attainment"), dict) for x in roofs):
         merged.roofline = dict(first.roofline or {})
         keys = set.intersection(*(set(x["attainment"]) for x in roofs))
         merged.roofline["attainment"] = {
             k: statistics.median(x["attainment"][k] for x in roofs) for k in keys
             if all(isinstance(x["attainment"][k], (int, float)) for x in roofs)}
         merged.roofline["attainment_over"] = "median over shapes"
-    peaks = {k: [r.memory_bytes.get(k) for r in records] for k in ("candidate_peak", "reference_peak")}
-    for key, values in peaks.items():
-        if all(isinstance(v, int) for v in values) and values:
-            merged.memory_bytes[key] = max(values)
+    for key in ("candidate_peak", "reference_peak"):
+        peaks = [v for v in (r.memory_bytes.get(key) for r in records) if isinstance(v, int)]
+        if peaks and len(peaks) == len(records):
+            merged.memory_bytes[key] = max(peaks)
     merged.wall_seconds = {k: round(sum(r.wall_seconds.get(k, 0.0) for r in records), 3)
                            for k in {k for r in records for k in r.wall_seconds}}
     return merged

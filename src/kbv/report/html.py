@@ -16,8 +16,7 @@ import re
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from kbv.report.metrics import (Decomposition, GroupSummary, RunComparison, attainment_of, finite_number,
-                                speedup_of)
+from kbv.report.metrics import (Decomposition, GroupSummary, RunComparison, attainment_of, finite_number)
 from kbv.report.text import (NO_TF32_EFFECT, ceilings_source, group_records, human_bytes, pct, speedup_cell,
                              tf32_possible, times)
 from kbv.protocol import FAST_P_THRESHOLDS, VERDICT_PRECEDENCE

@@ -21,6 +21,7 @@ class Snapshot:
     processes: int  # the worker and every process below it
     threads: int  # their threads, all together
     vm_hwm_bytes: int | None  # the worker's peak resident set
+    cpus: frozenset[int] | None = None  # the CPUs its threads may run on (all of them together)
 
 
 def _children(pid: int) -> list[int]:
@@ -75,7 +76,44 @@ def snapshot(pid: int | None) -> Snapshot | None:
         return None
     threads = sum(int(s.get("Threads", "0").strip() or 0) for s in statuses)
     hwm = [h for h in (_kib(s.get("VmHWM")) for s in statuses) if h is not None]
-    return Snapshot(processes=len(statuses), threads=threads, vm_hwm_bytes=max(hwm) if hwm else None)
+    return Snapshot(processes=len(statuses), threads=threads, vm_hwm_bytes=max(hwm) if hwm else None,
+                    cpus=_cpus(pids))
+
+
+def _tasks(pids: list[int]) -> list[int]:
+    out = []
+    for p in pids:
+        try:
+            out += [int(t) for t in os.listdir(f"/proc/{p}/task")]
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def _cpus(pids: list[int]) -> frozenset[int] | None:
+    """The union of the CPUs every thread of the tree may run on."""
+    found: set[int] = set()
+    for task in _tasks(pids):
+        try:
+            found |= os.sched_getaffinity(task)
+        except OSError:
+            continue
+    return frozenset(found) or None
+
+
+def pin(pid: int | None, cpus: set[int]) -> bool:
+    """Restrict every thread of a worker's tree to ``cpus`` (threads it starts later inherit it): the trusted side
+    sets the same CPUs for the reference and the candidate. False when it could not."""
+    if pid is None or not cpus:
+        return False
+    done = False
+    for task in _tasks(tree(pid)):
+        try:
+            os.sched_setaffinity(task, cpus)
+            done = True
+        except OSError:
+            continue
+    return done
 
 
 def _runtime_dirs() -> list[str]:

@@ -15,6 +15,7 @@ import copy
 import fnmatch
 import functools
 import os
+import platform
 import pwd
 import shutil
 import subprocess
@@ -173,13 +174,9 @@ def _plan(mode: str, device: str) -> dict[str, Any]:
         out[layer] = None if layer == "ids" else False
     if off:
         reasons.append(f"switched off by {DISABLE_ENV} (tests only): {', '.join(sorted(off))}")
-    if out["seccomp"]:
-        from kbv.worker import seccomp
-
-        ok, why = seccomp.supported()
-        if not ok:
-            out["seccomp"] = False
-            reasons.append(why)
+    if out["seccomp"] and platform.machine() != "x86_64":  # kbv.worker.seccomp's filter is for x86_64 only
+        out["seccomp"] = False
+        reasons.append(f"seccomp filter not installed: kbv's filter is for x86_64, this is {platform.machine()}")
     if device == "cuda":
         from kbv.sandbox import probe
 
@@ -187,7 +184,7 @@ def _plan(mode: str, device: str) -> dict[str, Any]:
         full["read_only"] = protected_code() if full.get("read_only") else None
         full["keep"] = runtime_paths()
         full["hide"] = hidden_paths() if out["hide"] else []
-        kept, notes = probe.usable_layers({k: v for k, v in full.items() if v or k == "hide"})
+        kept, notes = probe.usable_layers({k: v for k, v in full.items() if v or k == "hide"}, worker_environment())
         for layer in probe.LAYERS:
             if layer not in kept and out.get(layer):
                 out[layer] = None if layer == "ids" else False

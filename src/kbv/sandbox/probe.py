@@ -20,10 +20,6 @@ LAYERS = ("network", "pid", "read_only", "ids", "seccomp")  # pid includes a fre
 
 
 def _run(spec: dict[str, Any], env: dict[str, str] | None) -> tuple[bool, str]:
-    if env is None:
-        from kbv.sandbox.plan import worker_environment
-
-        env = worker_environment()
     done = proc.run([sys.executable, "-m", "kbv.worker.probe", json.dumps(spec)], PROBE_TIMEOUT_S, env=env)
     if done.timed_out:
         return False, f"probe timed out after {PROBE_TIMEOUT_S:.0f} s"
