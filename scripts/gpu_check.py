@@ -15,6 +15,13 @@ Stages (``--stages``, in this order; ``--smoke`` = env,build,pytest,examples and
   corpus    the CUDA entries of tests/candidates/MANIFEST.json (``--corpus-ids a,b`` for some), one timing pair
             each, into corpus.jsonl plus corpus-ids.json (sample -> entry id), to be checked against the manifest
             off the machine (tests/test_adversarial.py's check_entry)
+  kernelbench  KernelBench's problems (--kb-dir, default .kb/kernelbench: copy ../shared/kernelbench there and
+            carry it) with the reference as its own candidate, every check on (--levels, --only, --kb-limit,
+            --precision, --preset, --kb-name)
+  bench     benchmarks/pair_cost.py: the fixed cost of one pair (64x2048 ReLU) and the reward preset's
+            evaluations per hour over level-1/2 KernelBench pairs (--bench-limit)
+  vskb      benchmarks/vs_kernelbench.py: kbv and KernelBench's own harness on the same pairs (--vskb-pairs;
+            KernelBench's code from --kb-peer, pydantic from carried wheels)
   trace     ``kbv trace`` of every shipped recipe on the GPU, ``kbv suite build`` of the production suite from
             those traces, packed as production-suite.tar.gz (traces included); then the first problems of the
             suite (``--production-problems N``) evaluated with the reference as the candidate
@@ -27,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
@@ -93,9 +101,12 @@ def stage_pytest(out: Path, keyword: str | None = None) -> None:
         return
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), KBV_CORPUS_RECORDS_DIR=str(out))  # corpus-cuda.jsonl
     with (out / "pytest-gpu.log").open("w") as log:
+        # the files that hold gpu tests (others may import packages the GPU machine lacks, e.g. openai)
+        files = sorted(str(f) for f in (ROOT / "tests").glob("test_*.py") if "pytest.mark.gpu" in f.read_text())
         proc = subprocess.run([sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider",
-                               *(["-k", keyword] if keyword else []), str(ROOT / "tests")], stdout=log,
-                              stderr=subprocess.STDOUT, env=env, cwd=ROOT, timeout=440)
+                               *(["-k", keyword] if keyword else []), *files], stdout=log,
+                              stderr=subprocess.STDOUT, env=env, cwd=ROOT, timeout=int(os.environ.get(
+                                  "KBV_PYTEST_TIMEOUT", "440")))
     tail = (out / "pytest-gpu.log").read_text().strip().splitlines()[-15:]
     say("pytest -m gpu exit", proc.returncode, *["\n  " + t for t in tail])
 
@@ -201,6 +212,58 @@ def stage_suite(out: Path, workers: int, levels: set[int] | None, timing_pairs: 
                 f"within 5%: {sum(abs(v - 1) <= 0.05 for v in values)}/{len(values)}")
 
 
+def stage_kernelbench(out: Path, workers: int, kb_dir: Path, levels: set[int] | None, only: set[str] | None,
+                      limit: int, precision: str, preset: str | None, name: str) -> None:
+    """KernelBench's problems with the reference as its own candidate, every check on: each must be correct with
+    self-speedups near 1.0; records stream into <name>.jsonl (a cut-off run keeps what it measured)."""
+    problems = [p for p in discover(kb_dir) if (levels is None or p.level in levels)
+                and (only is None or p.key in only)]
+    if limit:
+        problems = problems[:limit]
+    folder = out.parent / "kbv-kernelbench-reference"
+    pairs = [Pair(p, Candidate.from_path(write_reference_candidate(p, folder))) for p in problems]
+    options = EvalOptions(device="cuda", timeout=240, precision=precision, preset=preset)
+    records = _run(name, pairs, options, out, workers)
+    ok = [r for r in records if r["verdict"] == "correct"]
+    say(f"[{name}] {len(ok)}/{len(records)} correct")
+    for b in ("standard", "verified"):
+        values = [r["speedup"][b]["value"] for r in ok if (r.get("speedup") or {}).get(b)]
+        if values:
+            g = math.exp(sum(math.log(v) for v in values) / len(values))
+            say(f"[{name}] {b}: geomean {g:.4f} min {min(values):.3f} max {max(values):.3f} "
+                f"within 5%: {sum(abs(v - 1) <= 0.05 for v in values)}/{len(values)} "
+                f"within 10%: {sum(abs(v - 1) <= 0.10 for v in values)}/{len(values)}")
+
+
+def stage_bench(out: Path, args: argparse.Namespace) -> None:
+    """The throughput benchmarks (benchmarks/): the fixed cost of one pair (a 64x2048 ReLU, the reference as its
+    own candidate, every check, both baselines, default timing pairs) and the reward preset's evaluations per hour
+    over level-1/2 KernelBench pairs; their output goes under <out>/bench-*/."""
+    relu = out.parent / "kbv-bench-problems" / "level1" / "1_ReLU_64x2048.py"
+    relu.parent.mkdir(parents=True, exist_ok=True)
+    relu.write_text("import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n    def forward(self, x):\n"
+                    "        return torch.relu(x)\n\n\nbatch_size = 64\ndim = 2048\n\n\ndef get_inputs():\n"
+                    "    return [torch.rand(batch_size, dim)]\n\n\ndef get_init_inputs():\n    return []\n")
+    runs = [("bench-fixed", ["--problems", str(relu.parent.parent), "--reference", "--device", "cuda"]),
+            ("bench-reward", ["--problems", str(args.kb_dir), "--levels", "1,2", "--limit", str(args.bench_limit),
+                              "--reference", "--device", "cuda", "--preset", "reward"])]
+    for name, extra in runs:
+        with (out / f"{name}.log").open("w") as log:
+            subprocess.run([sys.executable, str(ROOT / "benchmarks" / "pair_cost.py"), *extra,
+                            "--out", str(out / name)], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
+                           timeout=900)
+        say(f"[{name}]", *(out / f"{name}.log").read_text().strip().splitlines()[-25:])
+
+
+def stage_vskb(out: Path, args: argparse.Namespace) -> None:
+    """kbv against KernelBench's own harness on the same pairs (benchmarks/vs_kernelbench.py)."""
+    with (out / "vskb.log").open("w") as log:
+        subprocess.run([sys.executable, str(ROOT / "benchmarks" / "vs_kernelbench.py"), "--kernelbench",
+                        str(args.kb_peer), "--problems", str(args.kb_dir), "--pairs", args.vskb_pairs,
+                        "--out", str(out / "vskb")], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, timeout=1200)
+    say("[vskb]", *(out / "vskb.log").read_text().strip().splitlines()[-30:])
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--stages", default="env,build,pytest,examples")
@@ -214,6 +277,17 @@ def main() -> int:
     ap.add_argument("--production-problems", type=int, default=3, help="trace: production problems to evaluate")
     ap.add_argument("--trace-device", default="cuda", help="trace: device (cpu with --trace-size tiny for a dry run)")
     ap.add_argument("--trace-size", default="full", choices=["full", "tiny"])
+    ap.add_argument("--kb-dir", type=Path, default=ROOT / ".kb" / "kernelbench",
+                    help="kernelbench/bench/vskb: KernelBench's problems (copied into an ignored folder and carried)")
+    ap.add_argument("--kb-peer", type=Path, default=ROOT / ".kb" / "peers-kernelbench",
+                    help="vskb: a copy of KernelBench's code")
+    ap.add_argument("--kb-limit", type=int, default=0, help="kernelbench: at most this many problems")
+    ap.add_argument("--kb-name", default="kernelbench", help="kernelbench: the records file's name")
+    ap.add_argument("--precision", default="fp32", help="kernelbench: fp32 or bf16")
+    ap.add_argument("--preset", default=None, help="kernelbench: a rule preset (reward)")
+    ap.add_argument("--bench-limit", type=int, default=50, help="bench: pairs of the reward-preset batch")
+    ap.add_argument("--vskb-pairs", default="level1/19_ReLU,level1/1_Square_matrix_multiplication_",
+                    help="vskb: comma-separated KernelBench problem keys")
     ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "gpu-results")))
     ap.add_argument("--build-workers", type=int, default=envinfo.cpu_count())
     args = ap.parse_args()
@@ -241,6 +315,14 @@ def main() -> int:
                         set(args.only.split(",")) if args.only else None)
         elif stage == "corpus":
             stage_corpus(args.out, args.build_workers, set(args.corpus_ids.split(",")) if args.corpus_ids else None)
+        elif stage == "kernelbench":
+            stage_kernelbench(args.out, args.build_workers, args.kb_dir, levels,
+                              set(args.only.split(",")) if args.only else None, args.kb_limit, args.precision,
+                              args.preset, args.kb_name)
+        elif stage == "bench":
+            stage_bench(args.out, args)
+        elif stage == "vskb":
+            stage_vskb(args.out, args)
         elif stage == "trace":
             stage_trace(args.out, args.build_workers, args.production_problems, args.trace_device, args.trace_size)
         else:

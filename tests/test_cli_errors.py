@@ -380,3 +380,14 @@ def test_readme_documents_every_exit_code():
         assert re.search(rf"^\| *`?{code}`? *\|", section, re.MULTILINE), code
     for option in ("--fail-on", "--resume", "--append", "--overwrite", "--json", "--hardware"):
         assert option in readme, option
+
+
+def test_the_projects_own_scripts_say_what_to_do_with_an_existing_results_file():
+    calls = []
+    for path in [*(ROOT / "scripts").glob("*.py"), *(ROOT / "benchmarks").glob("*.py")]:
+        text = path.read_text()
+        for m in re.finditer(r"\brun_pairs\((.*?)\)\n", text, re.DOTALL):
+            calls.append((path.name, m.group(1)))
+    assert calls, "no script calls run_pairs"
+    for name, args in calls:
+        assert "resume=" in args or "existing=" in args, (name, args)

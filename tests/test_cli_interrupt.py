@@ -166,3 +166,39 @@ def test_ctrl_c_during_evaluation_keeps_what_was_recorded(tmp_path, env, stage, 
                                                                    str(suite.parent)])
     records = [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
     assert [(r["sample"], r["verdict"]) for r in records] == ([(0, "correct")] if done_first else [])
+
+
+def test_a_pair_cut_short_by_ctrl_c_is_not_recorded(monkeypatch, tmp_path):
+    """In-process, no worker: Ctrl-C arrives while the second pair runs; its (failed) result comes back only after
+    the run was stopped and must not be recorded as the candidate's failure; the first pair's record stays."""
+    import kbv.eval.runner as runner_mod
+    from kbv.eval import EvalOptions
+    from kbv.problems import load_problem
+    from kbv.problems.candidates import Pair
+    from kbv.records import read_records
+    from kbv.sandbox import launch
+
+    from test_cli_errors import fake_record
+
+    monkeypatch.setattr(runner_mod, "build_candidates", lambda *a, **k: {})
+    monkeypatch.setattr(runner_mod.sandbox_plan, "plan", lambda mode, device="cpu": {"requested": True})
+
+    def evaluate(problem, candidate, options, device, gpu, compiled, name):
+        pair = Pair(problem, candidate)
+        if candidate.sample == 0:
+            return fake_record(pair, "correct")
+        os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C while this pair's worker runs
+        deadline = time.monotonic() + 5
+        while not launch.stopped() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return fake_record(pair, "runtime_error")  # what the pair of a killed worker looks like
+
+    monkeypatch.setattr(runner_mod, "evaluate_shapes", evaluate)
+    relu = load_problem(RELU)
+    pairs = [Pair(relu, Candidate.from_path(CORRECT, sample)) for sample in (0, 1)]
+    out = tmp_path / "r.jsonl"
+    with pytest.raises(runner_mod.Interrupted) as info:
+        runner_mod.run_pairs(pairs, EvalOptions(device="cpu"), out)
+    assert (info.value.recorded, info.value.remaining) == (1, 1)
+    assert [(r["sample"], r["verdict"]) for r in read_records(out)] == [(0, "correct")]
+    launch.allow_workers()

@@ -133,6 +133,9 @@ def test_report_respects_the_terminal_width_and_never_cuts_a_number(runner, tmp_
     assert max(len(line) for line in lines) <= columns
     if columns < 200:
         assert max(len(line) for line in lines) > columns - 25  # uses the width it has, not a fixed one
+    for line in lines:  # no table cropped at the edge: every row keeps its right border
+        if line.startswith(("│", "┃", "┏", "┡", "└")):
+            assert line.rstrip()[-1] in "│┃┓┩┘", line
     flat = " ".join(re.sub(r"[│┃|]", " ", line) for line in lines)
     for number in ("12.35x", "[11.11,", "13.58]"):
         assert number in flat.split(), number  # whole, on one line

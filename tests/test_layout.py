@@ -114,3 +114,15 @@ def test_no_import_cycles() -> None:
 ])
 def test_cycle_finder_finds_cycles(edges: dict[str, set[str]], expected: list[list[str]]) -> None:
     assert _cycles(edges) == expected
+
+
+def test_kbv_children_import_the_same_kbv() -> None:
+    """Helper processes run ``python -m kbv...``: their environment puts kbv's import root first, also where kbv is
+    not installed (the GPU machine runs from a checkout)."""
+    import os
+
+    from kbv import proc
+
+    env = proc.kbv_env({"PYTHONPATH": "/somewhere" + os.pathsep + proc.KBV_ROOT})
+    assert env["PYTHONPATH"].split(os.pathsep) == [proc.KBV_ROOT, "/somewhere"]
+    assert (Path(proc.KBV_ROOT) / "kbv" / "__init__.py").is_file()

@@ -170,8 +170,6 @@ def lint_problem(path: str | Path, options: LintOptions, device: str) -> LintRes
                "--device", device, "--precision", options.precision, "--seeds", str(options.seeds),
                "--threads", str(threads)] + (["--profile", profile] if profile else [])
         env = dict(os.environ)
-        src = str(Path(__file__).resolve().parents[1])
-        env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         start = time.monotonic()
         done = proc.run(cmd, options.timeout, env=env, cwd=tmp, capture_stdout=False)
         if done.timed_out:

@@ -27,6 +27,18 @@ class Finished:
         return lines[-1] if lines else f"exit status {self.returncode}"
 
 
+KBV_ROOT = str(Path(__file__).resolve().parents[1])  # the folder kbv is imported from (src/ in a checkout)
+
+
+def kbv_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    """``env`` (default: this process's) with kbv's import root first on ``PYTHONPATH``, so ``python -m kbv...``
+    finds the same kbv in a child whether kbv is installed or run from a checkout."""
+    out = dict(os.environ if env is None else env)
+    rest = [p for p in out.get("PYTHONPATH", "").split(os.pathsep) if p and p != KBV_ROOT]
+    out["PYTHONPATH"] = os.pathsep.join([KBV_ROOT, *rest])
+    return out
+
+
 def kill_group(pid: int) -> None:
     """SIGKILL a process group (quietly, if it is gone or not ours)."""
     try:
@@ -37,8 +49,9 @@ def kill_group(pid: int) -> None:
 
 def run(cmd: list[str], timeout: float, *, env: dict[str, str] | None = None, cwd: str | Path | None = None,
         capture_stdout: bool = True) -> Finished:
-    """Run ``cmd`` in a new session; kill its group at ``timeout`` seconds and after it returns."""
-    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE if capture_stdout else subprocess.DEVNULL,
+    """Run ``cmd`` in a new session (kbv importable: ``kbv_env``); kill its group at ``timeout`` seconds and after it
+    returns."""
+    proc = subprocess.Popen(cmd, cwd=cwd, env=kbv_env(env), stdout=subprocess.PIPE if capture_stdout else subprocess.DEVNULL,
                             stderr=subprocess.PIPE, start_new_session=True)
     timed_out = False
     try:

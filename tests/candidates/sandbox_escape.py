@@ -53,14 +53,16 @@ def _forkserver_request(address, marker):
 
 
 def _zygote_request(sock, marker):
-    """A leaked zygote control socket: ask it for a worker whose spec runs our 'problem' unconfined."""
+    """A leaked launcher control socket: ask for a worker whose spec runs our 'problem' unconfined (if it is the
+    parent's end, the zygote forks it; the zygote's own end would let it forge the zygote's replies instead)."""
     import base64
 
     ours, theirs = socket.socketpair()
     socket.send_fds(sock, [json.dumps({"id": 1}).encode()], [theirs.fileno()])
     source = f"open({marker!r}, 'w').close()\nclass Model: pass\ndef get_inputs(): return []\ndef get_init_inputs(): return []\n"
     header = json.dumps({"__tensors__": [], "body": {
-        "role": "reference", "device": "cpu", "problem_path": "/x/1_X.py",
+        "role": "reference", "device": "cpu", "problem_path": "/x/1_X.py", "profile": None, "precision": "fp32",
+        "mode": "train", "work_dir": "/", "log_path": "/dev/null", "env": {}, "confine": {},
         "problem_source": base64.b64encode(source.encode()).decode()}}).encode()
     from multiprocessing.connection import Connection
 
@@ -101,7 +103,7 @@ def launcher_escapes(marker):
         try:
             if sock.type == socket.SOCK_SEQPACKET:
                 _zygote_request(sock, marker)
-                found.append(f"sent a fork request on inherited descriptor {fd}")
+                found.append(f"wrote a launcher request on inherited SEQPACKET descriptor {fd}")
         except OSError:
             pass
         finally:

@@ -20,6 +20,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from kbv.proc import kbv_env
+
 RANGE = "kbv_profiled"
 METRICS = {"memory_pct": "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
            "compute_pct": "sm__throughput.avg.pct_of_peak_sustained_elapsed",
@@ -76,7 +78,7 @@ class NcuProfiler:
         if self.profile:
             cmd += ["--profile", self.profile]
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=self.timeout)
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=self.timeout, env=kbv_env())
         except subprocess.TimeoutExpired:
             return {"status": "error", "reason": f"ncu did not finish in {self.timeout:.0f} s"}
         kernels = parse_csv(proc.stdout)

@@ -10,7 +10,6 @@ import json
 import os
 import shlex
 import sys
-import threading
 import time
 from importlib import resources
 from pathlib import Path
@@ -217,9 +216,8 @@ def _run(ctx: click.Context, pairs: list[Pair], options: EvalOptions, out: Path,
             click.echo(f"Continue with: {_resume_command(ctx)}", err=True)
         sys.stderr.flush()
         sys.stdout.flush()
-        if exc.stuck or threading.active_count() > 1 and any(
-                t.name.startswith("ThreadPoolExecutor") and t.is_alive() for t in threading.enumerate()):
-            os._exit(EXIT_INTERRUPTED)  # a thread that never returns must not hold the exit
+        if exc.stuck:
+            os._exit(EXIT_INTERRUPTED)  # a thread that never returned must not hold the exit
         ctx.exit(EXIT_INTERRUPTED)
     except OptionsError as exc:
         bar.stop()
@@ -283,8 +281,12 @@ def eval_cmd(ctx, problem, candidate, problems, candidates, out, resume, append,
     existing = "overwrite" if overwrite else "append" if append else "error"
     _run(ctx, pairs, options, out, resume, flags["build_workers"], existing, err)
     keys = {p.key for p in pairs}
-    records = [r for r in read_records(out)
-               if (r.get("problem"), r.get("candidate_sha256"), int(r.get("sample", 0))) in keys]
+    latest: dict[tuple[str, str, int], dict[str, Any]] = {}  # this run's pairs, the last record of each
+    for r in read_records(out):
+        key = (r.get("problem"), r.get("candidate_sha256"), int(r.get("sample", 0)))
+        if key in keys:
+            latest[key] = r
+    records = list(latest.values())
     if as_json:
         for r in records:
             click.echo(json.dumps(r))
@@ -293,10 +295,11 @@ def eval_cmd(ctx, problem, candidate, problems, candidates, out, resume, append,
             make_console().print(line, markup=False)
     else:
         print_report(compare_runs({out.stem: list(read_records(out))}), make_console())
-    failing = sorted({r["problem"] for r in records for cond in fail_on if FAIL_ON[cond](r)})
+    failing = [f"{r['problem']} #{r.get('sample', 0)} ({r.get('verdict')})" for r in records
+               if any(FAIL_ON[cond](r) for cond in fail_on)]
     if failing:
-        click.echo(f"--fail-on {','.join(fail_on)}: {len(failing)} of {len(keys)} pairs ("
-                   + ", ".join(failing[:5]) + (" ..." if len(failing) > 5 else "") + ")", err=True)
+        click.echo(f"--fail-on {','.join(fail_on)}: {len(failing)} of {len(keys)} pairs: "
+                   + ", ".join(failing[:5]) + (" ..." if len(failing) > 5 else ""), err=True)
         ctx.exit(EXIT_FAIL_ON)
 
 
@@ -359,7 +362,10 @@ def _run_labels(paths: list[Path]) -> dict[str, Path]:
 @click.option("--suite", help="Count rates over this suite's problems (a folder or a shipped suite's name; missing "
                               "kernels fail); default: problems in any run.")
 @click.option("--per-candidate/--no-per-candidate", default=None, help="Per-candidate table (default: one run).")
-def report(results, fmt, html_out, plots_dir, suite, per_candidate) -> None:
+@click.option("--generations", "generation_files", multiple=True,
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="kbv generate records of a run (default: generations.jsonl beside each results file).")
+def report(results, fmt, html_out, plots_dir, suite, per_candidate, generation_files) -> None:
     """Compare one or more results files (one per model or run), side by side."""
     from kbv.verify_cmd import verified_records  # warns on stderr: records failing verification, unauthenticated ones
 
@@ -371,8 +377,15 @@ def report(results, fmt, html_out, plots_dir, suite, per_candidate) -> None:
         if not n:
             _warn(f"{labels[label]}: no kbv records (left out)")
     runs = {label: list(verified_records(path, warn=_warn)) for label, path in labels.items() if read[label]}
-    universe = [p.key for p in discover(suite_dir(suite, "--suite"))] if suite else None
+    from kbv.study.figures import attach_generations, study_figures, study_universe
+
+    try:  # kbv generate's records: runs labelled by model, generated problems in the universe, generation figures
+        runs, generation = attach_generations(labels, runs, generation_files)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    universe = [p.key for p in discover(suite_dir(suite, "--suite"))] if suite else study_universe(runs, generation)
     comparison = compare_runs(runs, universe)
+    comparison.generation = study_figures(runs, generation)
     out = make_console()
     if fmt == "json":
         click.echo(json_report(comparison))

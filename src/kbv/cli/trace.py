@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +13,7 @@ from rich.table import Table
 
 from kbv import envinfo
 
-console = Console(width=None if sys.stdout.isatty() else 200)
+console = Console()  # as wide as the terminal (COLUMNS)
 TOP = 10  # rows per table in the summary
 
 

@@ -33,6 +33,8 @@ PLOT_CAPTIONS = {
                          "correct under the verified protocol.",
     "roofline": "Roofline attainment against arithmetic intensity.",
     "per_level": "Correct rate and fast_1 per level under both protocols.",
+    "pass_at_k": "pass@k against k over every generated sample: verified (solid) and standard (dashed).",
+    "tokens_vs_speedup": "Output tokens of each verified-correct sample against its verified speedup (log scales).",
 }
 
 CSS = """
@@ -429,6 +431,14 @@ def _placeholder_note(comparison: RunComparison) -> str:
     return f'<p class="note warn">{" ".join(notes)}</p>' if notes else ""
 
 
+def _generation_section(comparison: RunComparison) -> str:
+    if not comparison.generation:
+        return ""
+    from kbv.study.figures import generation_html
+
+    return generation_html(comparison.generation)
+
+
 def render_html(comparison: RunComparison, title: str = "kbv report") -> str:
     """The whole report as one self-contained HTML page."""
     sections = [
@@ -439,6 +449,7 @@ def render_html(comparison: RunComparison, title: str = "kbv report") -> str:
         f'<p class="note">{DEFINITIONS}</p>',
         group_table(comparison, comparison.levels, "level"),
         _placeholder_note(comparison),
+        _generation_section(comparison),
         '<h2 id="plots">Plots</h2>',
         plots_section(comparison),
         '<h2 id="decomposition">From the standard to the verified figure</h2>',

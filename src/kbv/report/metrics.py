@@ -479,6 +479,7 @@ class RunComparison:
     regimes: dict[str, list[GroupSummary]]
     decomposition: dict[str, list[Decomposition]]
     fast_p_curves: dict[str, dict[str, list[tuple[float, float | None]]]]  # run -> protocol -> [(p, fast_p)]
+    generation: dict[str, dict[str, Any]] = field(default_factory=dict)  # run -> kbv.study.figures, where generated
 
 
 def compare_runs(runs: dict[str, list[dict[str, Any]]], suite: Iterable[str] | None = None) -> RunComparison:

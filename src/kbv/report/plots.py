@@ -318,6 +318,10 @@ FIGURES: dict[str, Callable[[RunComparison], Any]] = {
     "per_level": per_level_bars,
 }
 
+from kbv.study.figures import pass_at_k_plot, tokens_vs_speedup_plot  # noqa: E402  (runs of kbv generate)
+
+FIGURES.update({"pass_at_k": pass_at_k_plot, "tokens_vs_speedup": tokens_vs_speedup_plot})
+
 
 def figures(comparison: RunComparison) -> dict[str, Figure]:
     """Every available figure, by name stem (those without data left out). The caller closes them."""

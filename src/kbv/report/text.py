@@ -282,10 +282,30 @@ def fit_columns(header: list[str], rows: list[list[str]], width: int | None, kee
     return out
 
 
-def _rich_table(title: str, header: list[str], rows: list[list[str]], style_col: int | None = None) -> Table:
+def _column_widths(header: list[str], rows: list[list[str]], width: int | None) -> list[int | None]:
+    """Content widths that fit ``width`` with no word or number cut (rich's own shrinking may crop a table): each
+    column at least its longest word, the room left shared in proportion to what each would take unwrapped."""
+    if not width:
+        return [None] * len(header)
+    least = [max([_token_width(h), *(_token_width(r[i]) for r in rows)]) for i, h in enumerate(header)]
+    most = [max([len(h), *(len(str(r[i])) for r in rows)]) for i, h in enumerate(header)]
+    room = width - (len(header) + 1) - 2 * len(header)  # borders and padding
+    if sum(most) <= room or sum(least) > room:
+        return [None] * len(header)
+    spare = room - sum(least)
+    want = [m - n for m, n in zip(most, least)]
+    total = sum(want) or 1
+    widths = [n + (spare * w) // total for n, w in zip(least, want)]
+    return [min(w, m) for w, m in zip(widths, most)]
+
+
+def _rich_table(title: str, header: list[str], rows: list[list[str]], style_col: int | None = None,
+                width: int | None = None) -> Table:
     table = Table(title=title)
+    widths = _column_widths(header, rows, width)
     for i, col in enumerate(header):
-        table.add_column(col, overflow="fold", min_width=max([_token_width(col), *(_token_width(r[i]) for r in rows)]))
+        table.add_column(col, overflow="fold", width=widths[i],
+                         min_width=max([_token_width(col), *(_token_width(r[i]) for r in rows)]))
     for row in rows:
         cells = list(row)
         if style_col is not None:
@@ -300,7 +320,8 @@ def print_table(console: Console, title: str, header: list[str], rows: list[list
     chunks = fit_columns(header, rows, console.width, keep)
     for n, (h, r) in enumerate(chunks):
         style_col = h.index(style) if style in h else None
-        console.print(_rich_table(title if n == 0 else f"{title} (continued)", h, r, style_col=style_col))
+        console.print(_rich_table(title if n == 0 else f"{title} (continued)", h, r, style_col=style_col,
+                                  width=console.width))
 
 
 def print_report(comparison: RunComparison, console: Console | None = None, per_candidate: bool | None = None) -> None:
@@ -323,6 +344,11 @@ def print_report(comparison: RunComparison, console: Console | None = None, per_
     if any(comparison.regimes.values()):
         print_table(console, "Memory- vs compute-bound", *_columns(
             summary_rows(comparison, comparison.regimes), family_cols + ("attainment",)))
+    if comparison.generation:
+        from kbv.study.figures import GENERATION_NOTE, generation_rows
+
+        print_table(console, "Generation (every generated sample)", *generation_rows(comparison.generation))
+        console.print(GENERATION_NOTE, highlight=False)
     console.print(
         f"Over {len(comparison.universe)} problems, one sample each (sample 0); missing kernels count as failed; "
         "two different candidates for one problem are separate runs. "
@@ -374,6 +400,10 @@ def markdown_report(comparison: RunComparison) -> str:
     parts += ["", "## Per problem family", "", table(*summary_rows(comparison, comparison.families)), ""]
     if any(comparison.regimes.values()):
         parts += ["## Memory- vs compute-bound", "", table(*summary_rows(comparison, comparison.regimes)), ""]
+    if comparison.generation:
+        from kbv.study.figures import GENERATION_NOTE, generation_rows
+
+        parts += ["## Generation", "", GENERATION_NOTE, "", table(*generation_rows(comparison.generation)), ""]
     return "\n".join(parts)
 
 

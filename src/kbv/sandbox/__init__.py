@@ -1,4 +1,5 @@
-"""The only place candidate code runs: worker process entry point (``child``) and the parent's launcher (``launch``).
+"""Parent side of the sandbox: starting workers and talking to them (``launch``, through kbv's launcher
+``zygote``), what confinement to ask for (``plan``), probing it under CUDA (``probe``), GPU health (``health``).
 
-Nothing outside this package imports a candidate, and nothing in it decides a verdict.
+Candidate code runs only in worker processes (``kbv.worker``); nothing here imports a candidate or decides a verdict.
 """

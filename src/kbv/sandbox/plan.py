@@ -161,6 +161,19 @@ def protected_code() -> list[str]:
     return list(dict.fromkeys(paths))
 
 
+def probe_spec(layers: dict[str, Any]) -> dict[str, Any]:
+    """The confine spec the CUDA probe tries: the layers asked for, with what they act on as in a worker (the
+    runtime to keep, the evaluator data to hide)."""
+    from kbv.sandbox.probe import LAYERS
+
+    full = {k: layers[k] for k in LAYERS if layers.get(k)}
+    if full.get("read_only"):
+        full["read_only"] = protected_code()
+    full["keep"] = runtime_paths()
+    full["hide"] = hidden_paths() if layers.get("hide", True) else []
+    return full
+
+
 def _plan(mode: str, device: str) -> dict[str, Any]:
     if mode == "off":
         return {"requested": False, "reason": "sandbox turned off (--sandbox off / KBV_SANDBOX=off)"}
@@ -180,11 +193,7 @@ def _plan(mode: str, device: str) -> dict[str, Any]:
     if device == "cuda":
         from kbv.sandbox import probe
 
-        full = {k: out[k] for k in probe.LAYERS if out[k]}
-        full["read_only"] = protected_code() if full.get("read_only") else None
-        full["keep"] = runtime_paths()
-        full["hide"] = hidden_paths() if out["hide"] else []
-        kept, notes = probe.usable_layers({k: v for k, v in full.items() if v or k == "hide"}, worker_environment())
+        kept, notes = probe.usable_layers(probe_spec(out), worker_environment())
         for layer in probe.LAYERS:
             if layer not in kept and out.get(layer):
                 out[layer] = None if layer == "ids" else False
@@ -219,3 +228,25 @@ def hand_over(path: Path, ids: tuple[int, int, str] | None) -> None:
                 pass
 
 
+def main() -> int:
+    """``python -m kbv.sandbox.plan``: on the GPU machine (as root), CUDA under every layer kbv would ask for, each
+    alone and all together (``kbv.worker.probe``), then the plan the runner would use."""
+    import json
+
+    from kbv.sandbox import probe
+
+    full = probe_spec({"network": True, "pid": True, "read_only": True, "ids": sandbox_ids(), "seccomp": True})
+    env = worker_environment()
+    extras = {k: v for k, v in full.items() if k not in probe.LAYERS}
+    for layer in [layer for layer in probe.LAYERS if full.get(layer)]:
+        print(f"{layer:10s}", *probe._run({**extras, layer: full[layer]}, env))
+    ok, why = probe._run(full, env)
+    print(f"{'all':10s}", ok, why)
+    print(json.dumps(plan("auto", "cuda"), indent=1, default=str))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main())

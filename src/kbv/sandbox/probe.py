@@ -41,3 +41,4 @@ def usable_layers(full: dict[str, Any], env: dict[str, str] | None = None) -> tu
         notes.append(f"the layers {sorted(kept)} work alone but not together: all dropped")
         kept = {}
     return ({**extras, **kept} if kept else {}), notes
+

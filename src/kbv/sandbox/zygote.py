@@ -20,6 +20,8 @@ import time
 from concurrent.futures import Future
 from typing import Any
 
+from kbv import proc
+
 ZYGOTE_START_TIMEOUT_S = 120.0  # importing torch on a cold, busy machine
 
 
@@ -67,7 +69,8 @@ class Zygote:
                 _STARTER = _Starter()
             starter = _STARTER
         try:
-            self.process = starter.start([sys.executable, "-m", "kbv.worker.zygote", json.dumps(args)], env,
+            self.process = starter.start([sys.executable, "-m", "kbv.worker.zygote", json.dumps(args)],
+                                         proc.kbv_env(env),
                                          child_end.fileno())
         finally:
             child_end.close()
@@ -101,12 +104,17 @@ class Zygote:
                 data = b""
             if not data:
                 break
-            msg = json.loads(data)
+            try:
+                msg = json.loads(data)
+                exited = (int(msg["exited"]), int(msg["code"])) if "exited" in msg else None
+                ident = None if exited else int(msg["id"])
+            except (ValueError, KeyError, TypeError):
+                continue  # only the zygote writes here; a malformed message is dropped, never fatal
             with self._cond:
-                if "exited" in msg:
-                    self.exits[int(msg["exited"])] = int(msg["code"])
+                if exited:
+                    self.exits[exited[0]] = exited[1]
                 else:
-                    self._replies[int(msg["id"])] = msg
+                    self._replies[ident] = msg
                 self._cond.notify_all()
         with self._cond:
             self.alive = False

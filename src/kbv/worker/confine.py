@@ -1,25 +1,26 @@
-"""Worker side of the sandbox: confining a freshly started candidate worker: its own network and PID namespaces, an unprivileged user, resource limits.
+"""Worker side of the sandbox: confining a freshly started candidate worker before any candidate code runs.
 
-Runs first thing in a freshly forked candidate worker (``child.main``), before any candidate code:
+Runs first thing in a candidate worker (``kbv.worker.session.main``), after kbv's launcher forked it and it closed
+every descriptor but its channel. Steps, in this order (each later one may need the privilege an earlier one keeps):
 
-Steps, in this order (each later one may need the privilege an earlier one keeps):
-
-1. a new **network namespace** (no interfaces but a down loopback): the candidate cannot open connections;
+1. a new **network namespace** (no interfaces but a down loopback): the candidate cannot open connections, and
+   the host's abstract unix sockets are out of reach;
 2. a new **PID namespace**: the worker forks once more and the inner process, PID 1 of the namespace, serves the
-   stage while the outer one waits and passes on its exit status. When the inner process ends or is killed (the
-   parent kills the outer's process group, which holds both), the kernel kills everything left in the namespace,
-   so a grandchild that calls ``setsid()`` to escape cannot outlive the stage;
-3. a **mount namespace** in which the results folder, kbv's own package and kbv's cache (every candidate's build
-   folder, the reference-timing cache: ``cache_layout``) are read-only bind mounts, with writable bind mounts on top
-   for the worker's own build folder and scratch folder only. Then CAP_SYS_ADMIN (remount, unmount, ``setns``),
-   CAP_SYS_PTRACE (``/proc/<pid>/root`` of the evaluating process, whose view of those folders is writable) and
-   CAP_DAC_READ_SEARCH (``open_by_handle_at`` through a writable mount of the same file system) are given up and
-   the worker is made non-dumpable (other workers cannot enter its view through ``/proc``), so this holds even
-   where the worker must stay root;
-4. a dedicated **unprivileged user** (``kbv-sandbox``, created when missing, else ``nobody``): the candidate cannot
-   signal the evaluating process, write the results file or touch files it does not own; the parent prepares a
-   private work folder and build folder owned by that user and copies the candidate and problem files into it;
-5. **resource limits** that do not break CUDA (no address-space limit): no core files, a cap on processes.
+   stage while the outer one waits and passes on its exit status. In a mount namespace of its own the inner process
+   mounts a fresh ``/proc`` of that PID namespace (CUDA fails under a PID namespace that still shows the host's
+   ``/proc``). When the inner process ends or is killed, the kernel kills everything left in the namespace, so a
+   grandchild that calls ``setsid()`` cannot outlive the stage;
+3. **mounts** (``hide``, ``_protect``): evaluator-side data (every suite's ``evaluator/`` folder, kbv's cache with
+   every build and the reference timings, the folder of all builds, the record key) is covered by empty read-only
+   tmpfs mounts with the worker's own folders bound back; where the worker will drop root, folders other users
+   cannot pass through (``/root``) are covered too, with the Python installation bound back read-only; the results
+   folder, kbv's own package and the Python runtime are read-only bind mounts. Then CAP_SYS_ADMIN, CAP_SYS_PTRACE
+   and CAP_DAC_READ_SEARCH are given up and the worker is made non-dumpable;
+4. a **user namespace** whose root maps to the unprivileged ``kbv-sandbox`` (created when missing, else
+   ``nobody``): a helper forked first writes the maps, the worker becomes that root and gives up every capability,
+   so it holds none in the host's user namespace (if user namespaces are refused, it switches to the user directly);
+   no core files, a cap on processes;
+5. a **seccomp** deny-list (``kbv.worker.seccomp``) with ``no_new_privs``.
 
 Each step needs root. Where a step is not possible the worker carries on with what it has and reports the
 isolation it achieved; the parent (``kbv.sandbox.plan``: what to ask for, probed on CUDA) records that in every

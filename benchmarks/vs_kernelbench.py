@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""kbv and KernelBench's own harness side by side, on the same pairs, in one run on one GPU.
+
+    python benchmarks/vs_kernelbench.py --kernelbench .kb/peers/kernelbench --problems .kb/kernelbench \
+        --pairs level1/19_ReLU,level2/14_Gemm_Divide_Sum_Scaling,... --out results/
+
+For each named KernelBench problem (the reference as its own candidate, or ``--candidates DIR`` in KernelBench's
+generation layout), KernelBench's harness runs as its ``scripts/eval_from_generations.py`` does per sample: in a
+fresh spawned process, ``eval_kernel_against_ref(ref, kernel, num_correct_trials=5, num_perf_trials=100,
+measure_performance=True, timing_method="cuda_event")`` plus ``timing.measure_ref_program_time(...)`` for the
+reference; the wall time of that process is KernelBench's cost per pair (a first, untimed run warms the build).
+kbv evaluates the same pairs with every check (six distributions x trials, the probes, both baselines) and its cost
+per pair is the record's evaluation time (``wall_seconds.total``, the build excluded). KernelBench's code is loaded
+at run time from ``--kernelbench`` (never vendored); its modules that import ``dotenv``/``openai``/``litellm`` get
+small stand-ins, and ``pydantic`` comes from wheels the GPU script carries.
+
+Writes ``<out>/vs_kernelbench.jsonl`` (kbv's records), ``<out>/vs_kernelbench.json`` (per pair: both costs and
+both verdicts; geometric means).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from kbv.eval import EvalOptions  # noqa: E402
+from kbv.eval.runner import run_pairs  # noqa: E402
+from kbv.problems import discover, resolve_suite  # noqa: E402
+from kbv.problems.candidates import Candidate, Pair, pair_candidates, write_reference_candidate  # noqa: E402
+from kbv.records import read_records  # noqa: E402
+
+# What one KernelBench sample costs, run the way its eval script runs it (one process per sample).
+KB_CHILD = r"""
+import json, os, sys, time
+sys.path[:0] = [sys.argv[1], sys.argv[2]]
+import torch
+from kernelbench import eval as kb_eval, timing as kb_timing
+ref_src, kernel_src = open(sys.argv[3]).read(), open(sys.argv[4]).read()
+t0 = time.monotonic()
+result = kb_eval.eval_kernel_against_ref(ref_src, kernel_src, num_correct_trials=5, num_perf_trials=100,
+                                         measure_performance=True, timing_method="cuda_event", verbose=False,
+                                         build_dir=sys.argv[5], device=0)
+t1 = time.monotonic()
+ref = kb_timing.measure_ref_program_time("ref", ref_src, num_trials=100, timing_method="cuda_event",
+                                         device=torch.device("cuda:0"))
+t2 = time.monotonic()
+print("KB_JSON " + json.dumps({"compiled": bool(result.compiled), "correctness": bool(result.correctness),
+                               "runtime_ms": result.runtime, "ref_ms": (ref or {}).get("mean"),
+                               "eval_s": t1 - t0, "ref_s": t2 - t1}))
+"""
+
+STANDINS = {  # KernelBench's utils imports these at module level; timing needs none of them
+    "dotenv.py": "def load_dotenv(*a, **k):\n    return False\n",
+    "openai.py": "class OpenAI:\n    def __init__(self, *a, **k):\n        pass\n",
+    "litellm.py": "def completion(*a, **k):\n    raise RuntimeError('not available')\n",
+}
+
+
+def kernelbench_cost(kb_src: Path, shims: Path, ref: Path, kernel: Path, build: Path) -> dict:
+    cmd = [sys.executable, "-c", KB_CHILD, str(shims), str(kb_src), str(ref), str(kernel), str(build)]
+    t0 = time.monotonic()
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    wall = time.monotonic() - t0
+    line = next((x for x in done.stdout.splitlines() if x.startswith("KB_JSON ")), None)
+    data = json.loads(line[8:]) if line else {"error": (done.stderr or done.stdout)[-800:]}
+    return data | {"wall_s": round(wall, 3), "returncode": done.returncode}
+
+
+def geomean(values: list[float]) -> float | None:
+    values = [v for v in values if v and v > 0]
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--kernelbench", type=Path, required=True, help="a copy of KernelBench's code (peers/kernelbench)")
+    ap.add_argument("--problems", required=True, help="KernelBench's problems (a suite folder)")
+    ap.add_argument("--pairs", required=True, help="comma-separated problem keys, e.g. level1/19_ReLU")
+    ap.add_argument("--candidates", type=Path, help="candidates in KernelBench's generation layout (default: the "
+                                                     "reference as its own candidate)")
+    ap.add_argument("--preset", default=None)
+    ap.add_argument("--out", type=Path, required=True)
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    keys = [k.strip() for k in args.pairs.split(",") if k.strip()]
+    problems = [p for p in discover(resolve_suite(args.problems)) if p.key in keys]
+    if args.candidates:
+        pairs, _ = pair_candidates(problems, [args.candidates])
+    else:
+        folder = Path(tempfile.mkdtemp(prefix="kbv-vskb-"))
+        pairs = [Pair(p, Candidate.from_path(write_reference_candidate(p, folder))) for p in problems]
+    shims = Path(tempfile.mkdtemp(prefix="kbv-vskb-shims-"))
+    for name, text in STANDINS.items():
+        (shims / name).write_text(text)
+    kb_src = args.kernelbench / "src"
+    rows: dict[str, dict] = {}
+    # KernelBench first, each pair twice (the first run builds; the second is the warm cost)
+    for pair in pairs:
+        build = Path(tempfile.mkdtemp(prefix="kbv-vskb-build-"))
+        kernelbench_cost(kb_src, shims, pair.problem.path, pair.candidate.path, build)
+        kb = kernelbench_cost(kb_src, shims, pair.problem.path, pair.candidate.path, build)
+        rows[pair.problem.key] = {"problem": pair.problem.key, "kernelbench": kb}
+        print(f"KernelBench {pair.problem.key}: {kb.get('wall_s')} s correct={kb.get('correctness')}", flush=True)
+    records_path = args.out / "vs_kernelbench.jsonl"
+    records_path.unlink(missing_ok=True)  # this benchmark's own output, written anew
+    t0 = time.monotonic()
+    run_pairs(pairs, EvalOptions(device="cuda", preset=args.preset), records_path, build_workers=8,
+              existing="overwrite")
+    batch = time.monotonic() - t0
+    for r in read_records(records_path):
+        wall = r.get("wall_seconds") or {}
+        rows.setdefault(r["problem"], {"problem": r["problem"]})["kbv"] = {
+            "verdict": r["verdict"], "standard_verdict": r["standard_verdict"], "flags": r["flags"],
+            "wall_s": wall.get("total"), "breakdown": {k: v for k, v in wall.items() if "/" in k},
+            "speedup": {b: (s or {}).get("value") for b, s in (r.get("speedup") or {}).items()}}
+        print(f"kbv {r['problem']}: {wall.get('total')} s {r['verdict']}", flush=True)
+    kb_costs = [row["kernelbench"]["wall_s"] for row in rows.values() if "kernelbench" in row and "kbv" in row]
+    kbv_costs = [row["kbv"]["wall_s"] for row in rows.values() if "kernelbench" in row and "kbv" in row]
+    summary = {"pairs": len(kbv_costs), "preset": args.preset, "kbv_batch_s": round(batch, 1),
+               "geomean_s": {"kernelbench": geomean(kb_costs), "kbv": geomean(kbv_costs)},
+               "rows": list(rows.values())}
+    if summary["geomean_s"]["kernelbench"] and summary["geomean_s"]["kbv"]:
+        summary["kbv_over_kernelbench"] = summary["geomean_s"]["kbv"] / summary["geomean_s"]["kernelbench"]
+    (args.out / "vs_kernelbench.json").write_text(json.dumps(summary, indent=1))
+    print(json.dumps({k: v for k, v in summary.items() if k != "rows"}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("KBV_SANDBOX", "auto")
+    sys.exit(main())
