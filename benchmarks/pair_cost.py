@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from kbv.eval import EvalOptions  # noqa: E402
-from kbv.eval.runner import run_pairs  # noqa: E402
+from kbv.eval.runner import Progress, run_pairs  # noqa: E402
 from kbv.problems import discover, resolve_suite  # noqa: E402
 from kbv.problems.candidates import Candidate, Pair, pair_candidates, write_reference_candidate  # noqa: E402
 from kbv.records import read_records  # noqa: E402
@@ -43,6 +43,18 @@ def select(problems: str, only: str | None, levels: str | None) -> list:
         keys = [k.strip() for k in only.split(",") if k.strip()]
         found = [p for p in found if p.key in keys or p.path.stem in keys]
     return found
+
+
+class Lines(Progress):
+    """One line per built candidate and per record, as they happen (a cut-off run still shows what it did)."""
+
+    def built(self, pair, result) -> None:
+        print(f"  built {pair.problem.key}: {'ok' if result.ok else result.verdict} ({result.seconds:.1f} s)",
+              flush=True)
+
+    def evaluated(self, record) -> None:
+        wall = record.wall_seconds.get("total", 0.0)
+        print(f"  {record.problem}: {record.verdict} {sorted(record.flags)} {wall:.1f} s", flush=True)
 
 
 def import_torch_seconds(repeats: int = 3) -> float:
@@ -88,7 +100,7 @@ def main() -> int:
     records_path = args.out / "pair_cost.jsonl"
     t0 = time.monotonic()
     # this benchmark's own output file, written anew each run
-    run_pairs(pairs, options, records_path, build_workers=4, existing="overwrite")
+    run_pairs(pairs, options, records_path, build_workers=4, progress=Lines(), existing="overwrite")
     batch = time.monotonic() - t0
     records = list(read_records(records_path))
     rows = []

@@ -248,6 +248,8 @@ def stage_bench(out: Path, args: argparse.Namespace) -> None:
             ("bench-reward", ["--problems", str(args.kb_dir), "--levels", "1,2", "--limit", str(args.bench_limit),
                               "--reference", "--device", "cuda", "--preset", "reward"])]
     for name, extra in runs:
+        if name.removeprefix("bench-") not in args.bench_runs.split(","):
+            continue
         with (out / f"{name}.log").open("w") as log:
             subprocess.run([sys.executable, str(ROOT / "benchmarks" / "pair_cost.py"), *extra,
                             "--out", str(out / name)], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
@@ -286,6 +288,7 @@ def main() -> int:
     ap.add_argument("--precision", default="fp32", help="kernelbench: fp32 or bf16")
     ap.add_argument("--preset", default=None, help="kernelbench: a rule preset (reward)")
     ap.add_argument("--bench-limit", type=int, default=50, help="bench: pairs of the reward-preset batch")
+    ap.add_argument("--bench-runs", default="fixed,reward", help="bench: which of fixed,reward to run")
     ap.add_argument("--vskb-pairs", default="level1/19_ReLU,level1/1_Square_matrix_multiplication_",
                     help="vskb: comma-separated KernelBench problem keys")
     ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "gpu-results")))

@@ -127,6 +127,9 @@ def test_device_cuda_without_a_gpu_is_one_error_line(runner, no_run, monkeypatch
     ("--timing-pairs", "0", "--timing-pairs"),
     ("--speedup-bound", "-3", "--speedup-bound"),
     ("--build-workers", "0", "--build-workers"),
+    ("--timeout", "inf", "--timeout"),
+    ("--timeout", "nan", "--timeout"),
+    ("--profile", "", "--profile"),
 ])
 def test_bad_options_are_refused_before_anything_runs(runner, no_run, tmp_path, flag, value, names):
     out = tmp_path / "r.jsonl"
@@ -391,3 +394,16 @@ def test_the_projects_own_scripts_say_what_to_do_with_an_existing_results_file()
     assert calls, "no script calls run_pairs"
     for name, args in calls:
         assert "resume=" in args or "existing=" in args, (name, args)
+
+
+@pytest.mark.parametrize("args", [
+    ["eval", "--trials", "x", "--out", "r.jsonl"],
+    ["nosuchcommand"],
+    ["report"],
+    ["eval", "--out", "r.jsonl"],
+    ["suite", "score"],
+    ["eval", "--problem", "missing.py", "--candidate", "missing.py", "--out", "r.jsonl"],
+], ids=["bad-int", "command", "missing-argument", "missing-pair", "subgroup", "missing-file"])
+def test_click_usage_errors_are_one_line_too(runner, no_run, args):
+    line = one_error_line(runner.invoke(main, args))
+    assert "--help" in line and "Usage:" not in line

@@ -137,6 +137,8 @@ def test_a_server_echoing_the_key_never_gets_it_recorded(server, monkeypatch):
 def test_public_url_drops_credentials_and_query():
     assert public_url("https://user:pw@api.example.com:8443/v1?key=abc#x") == "https://api.example.com:8443/v1"
     assert public_url("http://127.0.0.1:8000/v1") == "http://127.0.0.1:8000/v1"
+    assert public_url("http://[::1]:8000/v1?token=x") == "http://[::1]:8000/v1"
+    assert Endpoint("https://u:p@h/v1?k=1", "m").describe()["base_url"] == "https://h/v1"
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -310,6 +312,16 @@ def test_generation_figures_exactly():
     assert f["rank_correlation"]["speedup"] == {"rho": pytest.approx(0.5), "n": 3}
     assert f["rank_correlation"]["attainment"] == {"rho": pytest.approx(1.0), "n": 3}
     assert f["unevaluated"] == 0 and f["evaluated"] == 4
+
+    # the report's per-group pass@k counts every generated sample, not only the evaluated ones
+    from kbv.report.metrics import compare_runs
+    from kbv.study.figures import apply_to_comparison
+    comparison = compare_runs({"m": res}, ["a", "b"])
+    assert comparison.levels["m"][-1].pass_at_k == {1: pytest.approx((1 / 2 + 1) / 2)}  # a: 1 of 2, b: 2 of 2
+    apply_to_comparison(comparison, {"m": res}, {"m": gens})
+    assert comparison.levels["m"][-1].pass_at_k == {1: pytest.approx((1 / 3 + 2 / 3) / 2)}  # of 3 each
+    assert [g.pass_at_k for g in comparison.families["m"]] == [{1: pytest.approx(0.5)}]
+    assert comparison.generation["m"]["samples"] == 6
 
 
 def test_report_attaches_generations_by_folder_or_by_code_hash(tmp_path):

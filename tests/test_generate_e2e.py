@@ -29,13 +29,13 @@ def kbv(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
                           env=env, cwd=ROOT)
 
 
-def kbv_here(*args: str):
+def kbv_here(*args: str, columns: int = 80):
     """The same command in this process (for the checks around the chain: faster than a new interpreter)."""
     from click.testing import CliRunner
 
     from kbv.cli import main
 
-    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+    return CliRunner().invoke(main, list(args), catch_exceptions=False, env={"COLUMNS": str(columns)})
 
 
 def reply(text: str, tokens: int, finish: str = "stop") -> Reply:
@@ -95,6 +95,7 @@ def test_study_chain(tmp_path):
     overall = {run: data["levels"][run][-1] for run in data["runs"]}
     assert overall["fake-model-a"]["fast_p_verified"]["0.0"] == 0.5  # ReLU sample 0 correct, Sigmoid failed
     assert overall["fake-model-b"]["fast_p_verified"]["0.0"] == 0.5
+    assert overall["fake-model-a"]["pass_at_k"] == {"1": pytest.approx(1 / 6)}  # every generated sample counts
     a, b = data["generation"]["fake-model-a"], data["generation"]["fake-model-b"]
     # ReLU: n=3, c=1 verified (c=2 standard: the identity passes D1); Sigmoid: n=3, c=0
     assert a["pass_at_k"]["verified"] == pytest.approx({"1": 1 / 6, "2": 1 / 3, "3": 0.5})
@@ -113,8 +114,11 @@ def test_study_chain(tmp_path):
     assert 'id="generation"' in page and "fake-model-a" in page and "fake-model-b" in page
     assert 'id="plot-pass_at_k"' in page and 'id="plot-tokens_vs_speedup"' in page  # the generation figures
 
-    text = kbv_here("report", str(runs / "A" / "results.jsonl"), str(runs / "B" / "results.jsonl"))
+    text = kbv_here("report", str(runs / "A" / "results.jsonl"), str(runs / "B" / "results.jsonl"), columns=200)
     assert text.exit_code == 0 and "Generation" in text.output and "17% | 33%" in text.output, text.output
+    narrow = kbv_here("report", str(runs / "A" / "results.jsonl"), str(runs / "B" / "results.jsonl"), columns=80)
+    assert "Generation (every generated sample) (continued)" in narrow.output  # split to fit, never cut
+    assert all(len(line) <= 80 for line in narrow.output.splitlines())
 
     # KernelBench's export keeps working on a generated run
     exp = kbv_here("export-kernelbench", str(runs / "A" / "results.jsonl"), "--level", "1", "--out",

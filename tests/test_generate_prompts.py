@@ -185,6 +185,7 @@ def test_extract_language_tags_tildes_and_longer_fences():
     e = extract("````python\ns = '```'\n```\nstill code\n````", "stop")
     assert e.code == "s = '```'\n```\nstill code\n" and e.language == "python"
     assert extract("```\nplain\n```", "stop").language == ""
+    assert extract("```python\r\nx = 1\r\n```\r\n", "stop").code == "x = 1\n"  # CRLF
 
 
 def test_no_code_and_truncated_are_failures():

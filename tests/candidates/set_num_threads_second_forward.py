@@ -1,6 +1,6 @@
 """Candidate for level1/5_ReLU that raises its own torch thread count at its second forward (hack catalogue T2: more
 CPU than the reference, which runs with one torch thread on the CPU): torch.set_num_threads(4), so ATen's ReLU runs
-on every core from then on.
+on four threads from then on.
 
 Expected: verdict rejected with flags background_threads (OpenMP's new threads: the process's thread count grows
 across a forward after the first, the reference's does not) and fallback. standard_verdict correct.

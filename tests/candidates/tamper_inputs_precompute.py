@@ -3,8 +3,9 @@ it wraps kbv.worker.inputs.make_inputs (unwatched by the old tamper snapshot), w
 step before each timed call, so every freshly drawn input's ReLU is computed there; forward then returns the stored
 answer for inputs whose contents it has seen, without computing.
 
-Expected: verdict rejected with flags tamper (kbv.worker.inputs.make_inputs named) and fallback; the values are
-right (the answers are real), the timed calls just do no work. standard_verdict correct.
+Expected: verdict rejected with flag tamper (kbv.worker.inputs.make_inputs named); the values are right (the answers
+are real), the timed calls just do no work. fallback may be missing: the profiled call is served from the stash too.
+standard_verdict correct.
 """
 import torch
 import torch.nn as nn

@@ -1,6 +1,6 @@
 """Candidate for level1/5_ReLU that starts a helper thread in its very first forward (not at import, where kbv lists
 started threads) and from then on has the helper compute half of every ReLU in parallel (hack catalogue T2: more
-threads than the reference, here on a second core). The helper stays alive between calls.
+threads than the reference, on a second core where the worker may use one). The helper stays alive between calls.
 
 Expected today: verdict correct with flag fallback only: a gap. The thread exists from the first call of every
 worker on, and kbv counts thread growth only after a worker's first call (a library's pool may start there; the

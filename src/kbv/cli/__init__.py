@@ -58,17 +58,34 @@ def _warn(line: str) -> None:
     click.echo(f"Warning: {line.removeprefix('kbv: ')}", err=True)
 
 
+class OneLineUsageError(click.UsageError):
+    """click's usage error, shown as one line ``Error: ...`` (naming ``--help``) instead of a usage block."""
+
+    def show(self, file: Any = None) -> None:
+        where = f" (see {self.ctx.command_path} --help)" if self.ctx is not None else ""
+        click.echo(f"Error: {self.format_message()}{where}", err=True)
+
+
+def _one_line(exc: click.UsageError) -> OneLineUsageError:
+    return exc if isinstance(exc, OneLineUsageError) else OneLineUsageError(exc.format_message(), exc.ctx)
+
+
 class KbvGroup(click.Group):
     """The ``kbv`` group: known user mistakes raised anywhere below become ``Error: ...`` (exit 2), and Ctrl-C
     outside a run exits 130 without a traceback."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         ctx.meta["kbv.argv"] = list(args)
-        return super().parse_args(ctx, args)
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError as exc:
+            raise _one_line(exc) from None
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except click.UsageError as exc:
+            raise _one_line(exc) from None
         except (OptionsError, ProblemFormatError) as exc:
             raise UserError(str(exc)) from None
         except KeyboardInterrupt:
@@ -377,7 +394,7 @@ def report(results, fmt, html_out, plots_dir, suite, per_candidate, generation_f
         if not n:
             _warn(f"{labels[label]}: no kbv records (left out)")
     runs = {label: list(verified_records(path, warn=_warn)) for label, path in labels.items() if read[label]}
-    from kbv.study.figures import attach_generations, study_figures, study_universe
+    from kbv.study.figures import apply_to_comparison, attach_generations, study_universe
 
     try:  # kbv generate's records: runs labelled by model, generated problems in the universe, generation figures
         runs, generation = attach_generations(labels, runs, generation_files)
@@ -385,7 +402,7 @@ def report(results, fmt, html_out, plots_dir, suite, per_candidate, generation_f
         raise UserError(str(exc)) from None
     universe = [p.key for p in discover(suite_dir(suite, "--suite"))] if suite else study_universe(runs, generation)
     comparison = compare_runs(runs, universe)
-    comparison.generation = study_figures(runs, generation)
+    apply_to_comparison(comparison, runs, generation)
     out = make_console()
     if fmt == "json":
         click.echo(json_report(comparison))

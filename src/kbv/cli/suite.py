@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
 from pathlib import Path
 
 import click
 from rich.console import Console
 from rich.table import Table
 
-console = Console(highlight=False)  # as wide as the terminal (COLUMNS)
+# as wide as the terminal, or COLUMNS; piped without COLUMNS, wide enough for its tables
+console = Console(width=None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 200)
 
 
 def _pct(x: float | None) -> str:

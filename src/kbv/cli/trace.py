@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +15,8 @@ from rich.table import Table
 
 from kbv import envinfo
 
-console = Console()  # as wide as the terminal (COLUMNS)
+# as wide as the terminal, or COLUMNS; piped without COLUMNS, wide enough for its tables
+console = Console(width=None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 200)
 TOP = 10  # rows per table in the summary
 
 

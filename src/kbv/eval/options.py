@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -89,3 +90,11 @@ class EvalOptions:
             raise OptionsError(f"KBV_SANDBOX / sandbox must be 'auto' or 'off' (got {self.sandbox!r})")
         if self.profile is not None and not isinstance(self.profile, str):
             raise OptionsError(f"--profile must be a name (got {self.profile!r})")
+        if self.profile is not None and not self.profile.strip():
+            raise OptionsError("--profile must be auto, default or a profile name (got an empty name)")
+        for flag, seconds in (("--timeout", self.timeout), ("--build-timeout", self.build_timeout)):
+            if not math.isfinite(seconds):
+                raise OptionsError(f"{flag} must be a finite number of seconds (got {seconds!r})")
+        for name, value in (("threads", self.threads), ("build_jobs", self.build_jobs)):
+            if value is not None and (not isinstance(value, int) or value < 1):
+                raise OptionsError(f"{name} must be at least 1 (got {value!r})")

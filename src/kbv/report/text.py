@@ -347,7 +347,7 @@ def print_report(comparison: RunComparison, console: Console | None = None, per_
     if comparison.generation:
         from kbv.study.figures import GENERATION_NOTE, generation_rows
 
-        print_table(console, "Generation (every generated sample)", *generation_rows(comparison.generation))
+        print_table(console, "Generation (every generated sample)", *generation_rows(comparison.generation), keep=1)
         console.print(GENERATION_NOTE, highlight=False)
     console.print(
         f"Over {len(comparison.universe)} problems, one sample each (sample 0); missing kernels count as failed; "

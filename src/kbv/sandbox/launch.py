@@ -141,12 +141,15 @@ class _Process:
         self._launcher = launcher
         self.pid: int | None = pid
         self.exitcode: int | None = None
+        self._join_lock = threading.Lock()  # two threads may join (Ctrl-C's stop_all and the worker's own thread):
+        # the first to see the exit forgets it at the launcher, so the other must wait for it here, not there
 
     def join(self, timeout: float | None = None) -> None:
-        if self.exitcode is None and self.pid is not None:
-            self.exitcode = self._launcher.wait(self.pid, 5.0 if timeout is None else timeout)
-            if self.exitcode is not None:
-                self._launcher.forget(self.pid)
+        with self._join_lock:
+            if self.exitcode is None and self.pid is not None:
+                self.exitcode = self._launcher.wait(self.pid, 5.0 if timeout is None else timeout)
+                if self.exitcode is not None:
+                    self._launcher.forget(self.pid)
 
     def is_alive(self) -> bool:
         self.join(0)

@@ -12,6 +12,7 @@ import os
 import time
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 #: The placeholder key sent when no key variable is named (vLLM and SGLang accept any key).
 NO_KEY = "EMPTY"
@@ -30,9 +31,20 @@ class Endpoint:
     max_retries: int = 2
 
     def describe(self) -> dict[str, Any]:
-        """The endpoint as recorded (no key: only the name of its variable)."""
-        return {"base_url": self.base_url, "model": self.model, "api": self.api, "api_key_env": self.api_key_env,
-                "timeout": self.timeout, "max_retries": self.max_retries}
+        """The endpoint as recorded: no key (only the name of its variable), the URL without credentials."""
+        return {"base_url": public_url(self.base_url), "model": self.model, "api": self.api,
+                "api_key_env": self.api_key_env, "timeout": self.timeout, "max_retries": self.max_retries}
+
+
+def public_url(url: str) -> str:
+    """The base URL without user information, query or fragment (where secrets could hide)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:  # IPv6
+        host = f"[{host}]"
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
 
 
 @dataclass
@@ -68,7 +80,7 @@ def _usage(u: Any, n: int) -> dict:
     return out
 
 
-def _messages(prompt: str | list[dict]) -> list[dict]:
+def _messages(prompt: str | list[dict]) -> Any:  # the openai client's message type
     return [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
 
 

@@ -68,7 +68,8 @@ def extract(text: str, finish_reason: str | None, mode: str = "first") -> Extrac
     `truncated` whatever was written; no fenced block (or only an unclosed one) is `no_code`."""
     if mode not in EXTRACT_MODES:
         raise ValueError(f"unknown extraction mode {mode!r}")
-    blocks = [b for b in code_blocks(strip_reasoning(text or "")) if b[1].strip()]
+    text = (text or "").replace("\r\n", "\n")  # CRLF answers extract like LF ones
+    blocks = [b for b in code_blocks(strip_reasoning(text)) if b[1].strip()]
     if finish_reason == "length":
         return Extraction("truncated", None, None, len(blocks))
     closed = [b for b in blocks if b[2]]

@@ -89,6 +89,44 @@ def study_figures(runs: dict[str, list[dict[str, Any]]],
     return {label: generation_figures(gens, runs.get(label, [])) for label, gens in generation.items()}
 
 
+def sample_outcomes(generations: list[dict[str, Any]], results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One record per generated sample: its evaluation record where there is one, else a stand-in whose verdicts
+    are the generation's status (``no_code``, ``truncated``, ``error``, or ``unevaluated``): never correct."""
+    by_key = {(r.get("problem"), int(r.get("sample", 0)), r.get("candidate_sha256")): r for r in results}
+    out = []
+    for g in sorted(latest_generations(generations).values(), key=lambda g: (str(g["problem"]), int(g["sample"]))):
+        e = by_key.get((g["problem"], int(g["sample"]), g.get("code_sha256"))) if g.get("code_sha256") else None
+        if e is None:
+            status = g.get("status") if g.get("status") != "ok" else "unevaluated"
+            e = {"problem": g["problem"], "sample": int(g["sample"]), "verdict": status, "standard_verdict": status}
+        out.append(e)
+    return out
+
+
+def apply_to_comparison(comparison: Any, runs: dict[str, list[dict[str, Any]]],
+                        generation: dict[str, list[dict[str, Any]]]) -> None:
+    """Put the generation figures into a RunComparison, and make its per-group pass@k count every generated sample
+    (an evaluation-only pass@k would leave out the samples that produced no code)."""
+    from kbv.report.metrics import family_of, level_of_key, pass_at_k_figures, roofline_of
+
+    comparison.generation = study_figures(runs, generation)
+    for run, gens in generation.items():
+        if run not in comparison.levels:
+            continue  # a run the comparison split into parts: its evaluation-only figures stay
+        outcomes = sample_outcomes(gens, comparison.records.get(run, []))
+        regime = {r["problem"]: roofline_of(r).get("regime") for r in comparison.records.get(run, [])}
+        member = {
+            "levels": lambda g, k: g.name == "overall" or g.name == f"level {level_of_key(k)}",
+            "families": lambda g, k: family_of(k) == g.name,
+            "regimes": lambda g, k: regime.get(k) == g.name,
+        }
+        for attr, belongs in member.items():
+            for group in getattr(comparison, attr).get(run, []):
+                keys = [k for k in (comparison.universe if attr != "regimes" else sorted(regime))
+                        if belongs(group, k)]
+                group.pass_at_k = pass_at_k_figures([o for o in outcomes if o["problem"] in keys], keys)
+
+
 def _ks(smallest: int) -> list[int]:
     if smallest <= MAX_ALL_K:
         return list(range(1, smallest + 1))

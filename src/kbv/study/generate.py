@@ -17,11 +17,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from kbv.problems import Problem
 from kbv.records import RecordWriter
-from kbv.study.client import Completion, Endpoint, complete
+from kbv.study.client import Completion, Endpoint, complete, public_url
 from kbv.study.extract import extract
 from kbv.study.prompts import make_renderer, problem_source, prompt_sha256
 
@@ -35,15 +34,6 @@ RESUME_KEYS = ("model", "endpoint_url", "api", "sampling", "backend", "precision
 
 def candidate_name(problem: Problem, sample: int) -> str:
     return f"level_{problem.level or 0}_problem_{problem.problem_id}_sample_{sample}_kernel.py"
-
-
-def public_url(url: str) -> str:
-    """The base URL without user information, query or fragment (where secrets could hide)."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path, "", ""))
 
 
 @dataclass
@@ -202,7 +192,7 @@ async def run_generation(problems: list[Problem], cfg: GenerateConfig,
     kernels.mkdir(parents=True, exist_ok=True)
     writer = RecordWriter(cfg.out / GENERATIONS_FILE)
     summary = Summary(requested=sum(len(s) for _, s in work), skipped=skipped)
-    endpoint_info = {**cfg.endpoint.describe(), "base_url": public_url(cfg.endpoint.base_url)}
+    endpoint_info = cfg.endpoint.describe()
     sampling = {"temperature": cfg.temperature, "max_tokens": cfg.max_tokens, "n": cfg.n_per_request}
     semaphore = asyncio.Semaphore(cfg.concurrency)
 

@@ -280,7 +280,7 @@ def _tomllib() -> types.ModuleType:
         import tomllib  # Python >= 3.11
     except ImportError:  # pragma: no cover - Python 3.10
         try:
-            import tomli as tomllib  # type: ignore[no-redef]
+            import tomli as tomllib
         except ImportError:
             raise TemplateError("reading a .toml template needs Python >= 3.11 (tomllib) or the tomli package") from None
     return tomllib
@@ -333,7 +333,7 @@ def load_kernelbench_constructor(constructor: Path) -> types.ModuleType:
     utils.resolve_path = resolve_path  # type: ignore[attr-defined]
     utils.REPO_TOP_PATH = str(repo_top)  # type: ignore[attr-defined]
     package = types.ModuleType("kernelbench")
-    package.__path__ = [str(package_dir)]  # type: ignore[attr-defined]
+    package.__path__ = [str(package_dir)]
     package.utils = utils  # type: ignore[attr-defined]
     stand_ins = {"tomli": _tomllib(), "kernelbench": package, "kernelbench.utils": utils}
     saved = {name: sys.modules.get(name) for name in stand_ins}
