@@ -245,7 +245,8 @@ def stage_bench(out: Path, args: argparse.Namespace) -> None:
                     "        return torch.relu(x)\n\n\nbatch_size = 64\ndim = 2048\n\n\ndef get_inputs():\n"
                     "    return [torch.rand(batch_size, dim)]\n\n\ndef get_init_inputs():\n    return []\n")
     runs = [("bench-fixed", ["--problems", str(relu.parent.parent), "--reference", "--device", "cuda"]),
-            ("bench-reward", ["--problems", str(args.kb_dir), "--levels", "1,2", "--limit", str(args.bench_limit),
+            ("bench-reward", ["--problems", str(args.kb_dir), "--levels", args.levels or "1,2",
+                              "--limit", str(args.bench_limit),
                               "--reference", "--device", "cuda", "--preset", "reward"])]
     for name, extra in runs:
         if name.removeprefix("bench-") not in args.bench_runs.split(","):

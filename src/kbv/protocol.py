@@ -262,6 +262,7 @@ TIMED_DISTRIBUTION_WEIGHTS: Final = {"D1": 5, "D2": 1, "D3": 1, "D4": 1, "D5": 1
 # Outputs of the timed calls a worker keeps until the parent has drawn the judged ones (after the pair's last round):
 # at most this many bytes over the pair; a command's trials are capped to what fits.
 RING_BYTES: Final = {"cuda": 8 * 2**30, "cpu": 256 * 2**20}
+RING_DEVICE_FRACTION: Final = 0.15  # on a GPU, at least this share of its memory per worker (both roles keep alike)
 JUDGED_TIMED_CALLS_PER_PAIR: Final = 1  # timed calls judged per process pair, drawn by the parent after its rounds
 BURST_INPUT_SETS: Final = 8  # distinct input sets a burst cycles through (one output of them is judged)
 

@@ -24,7 +24,7 @@ from kbv.eval.refcache import ReferenceTimingCache, cache_key
 from kbv.protocol import (
     BURST_DEVICE_BOUND, BURST_INPUT_SETS, BURST_MAX_CALLS, BURST_MAX_WALL_SPEEDUP, BURST_MIN_CLAIM, BURST_TARGET_MS,
     DEVICE_IN_USE_SLACK_BYTES, DISTRIBUTIONS, JUDGED_TIMED_CALLS_PER_PAIR, MEMORY_SLACK_BYTES,
-    REFERENCE_REMEASURE_TRIALS, RING_BYTES, TIMED_DISTRIBUTION_WEIGHTS, TIMING_ROUNDS, TIMING_RULES, TIMING_TRUNCATE_FACTOR, timed_call,
+    REFERENCE_REMEASURE_TRIALS, RING_BYTES, RING_DEVICE_FRACTION, TIMED_DISTRIBUTION_WEIGHTS, TIMING_ROUNDS, TIMING_RULES, TIMING_TRUNCATE_FACTOR, timed_call,
 )
 from kbv.sandbox.launch import Worker, WorkerFailure
 
@@ -48,7 +48,9 @@ class PerformanceStage:
         self.truncated = False  # the candidate was far slower: timed once, with few trials
         # the distributions timed inputs come from (a problem's declared skips left out): kbv.protocol.timed_call
         self.names = tuple(d.name for d in DISTRIBUTIONS if d.name not in ctx.problem.skip)
-        self.ring_bytes = RING_BYTES[ctx.device] // (TIMING_ROUNDS * len(self.baselines))
+        total = (ctx.draft.env.get("device") or {}).get("total_memory") if ctx.device == "cuda" else None
+        ring = max(RING_BYTES[ctx.device], int(RING_DEVICE_FRACTION * total) if isinstance(total, int) else 0)
+        self.ring_bytes = ring // (TIMING_ROUNDS * len(self.baselines))
 
     # -- workers --------------------------------------------------------------------------------------------------
 
