@@ -354,7 +354,7 @@ def test_report_attaches_generations_by_folder_or_by_code_hash(tmp_path):
     assert figs["model-x"]["pass_at_k"]["verified"] == {1: 0.5} and figs["model-y"]["pass_at_k"]["verified"] == {1: 0}
     from types import SimpleNamespace
 
-    from kbv.study.figures import pass_at_k_plot, tokens_vs_speedup_plot
+    from kbv.report.plots import pass_at_k_plot, tokens_vs_speedup_plot
     plain = SimpleNamespace(runs=["plain"], generation={})
     assert pass_at_k_plot(plain) is None and tokens_vs_speedup_plot(plain) is None  # nothing drawn without records
     header, rows = generation_rows(figs)

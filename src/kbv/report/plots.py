@@ -318,7 +318,67 @@ FIGURES: dict[str, Callable[[RunComparison], Any]] = {
     "per_level": per_level_bars,
 }
 
-from kbv.study.figures import pass_at_k_plot, tokens_vs_speedup_plot  # noqa: E402  (runs of kbv generate)
+# ---------------------------------------------------------------------------------------------------------------
+# Plots of kbv generate's runs (the figures come from kbv.study.figures; None when a comparison has none)
+
+
+def pass_at_k_plot(comparison: Any) -> Any:
+    """pass@k against k per run: verified solid, standard dashed."""
+    figs = getattr(comparison, "generation", None) or {}
+    runs = [r for r in comparison.runs if r in figs and figs[r]["pass_at_k"]["verified"]]
+    if not runs or max(len(figs[r]["pass_at_k"]["verified"]) for r in runs) < 2:
+        return None
+    plt = _plt()
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots(figsize=(8.5, 4.4), layout="constrained")
+        for run in runs:
+            for proto in ("verified", "standard"):
+                curve = sorted((int(k), v) for k, v in figs[run]["pass_at_k"][proto].items())
+                ax.plot([k for k, _ in curve], [100 * v for _, v in curve], LINESTYLE[proto], marker="o",
+                        color=run_colour(comparison, run), linewidth=2, label=f"{_text(run)} ({proto})")
+        from matplotlib.ticker import MaxNLocator
+
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_ylim(0, 100)
+        ax.set_xlabel("k (samples)")
+        ax.set_ylabel("pass@k (% of problems generated)")
+        ax.set_title("pass@k over every generated sample (verified solid, standard dashed)")
+        ax.legend(loc="lower right")
+    return fig
+
+
+def tokens_vs_speedup_plot(comparison: Any) -> Any:
+    """Output tokens against verified speedup, one point per verified-correct sample with its own usage."""
+    figs = getattr(comparison, "generation", None) or {}
+    series = {run: [(p["output_tokens"], p["speedup"]) for p in figs[run].get("correct_points", [])
+                    if p["speedup"] is not None and p["output_tokens"] and p["output_tokens"] > 0]
+              for run in comparison.runs if run in figs}
+    series = {run: pts for run, pts in series.items() if pts}
+    if not series:
+        return None
+    plt = _plt()
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots(figsize=(8.5, 4.6), layout="constrained")
+        for run, pts in series.items():
+            rho = figs[run]["rank_correlation"]["speedup"]["rho"]
+            label = _text(run) + (f" (rho {rho:+.2f})" if rho is not None else "")
+            ax.scatter([t for t, _ in pts], [v for _, v in pts], s=22, alpha=0.75,
+                       color=run_colour(comparison, run), label=label)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        tokens = [t for pts in series.values() for t, _ in pts]
+        speedups = [v for pts in series.values() for _, v in pts] + [1.0]
+        ax.set_xlim(min(tokens) / 1.5, max(tokens) * 1.5)
+        ax.set_ylim(min(speedups) / 1.5, max(speedups) * 1.5)
+        _log_axis(ax.xaxis)
+        _log_axis(ax.yaxis, "x")
+        ax.axhline(1.0, color="0.4", linewidth=1, linestyle=":")
+        ax.set_xlabel("output tokens of the sample")
+        ax.set_ylabel("verified speedup")
+        ax.set_title("Output tokens against speedup (verified-correct samples)")
+        ax.legend(loc="best")
+    return fig
+
 
 FIGURES.update({"pass_at_k": pass_at_k_plot, "tokens_vs_speedup": tokens_vs_speedup_plot})
 
