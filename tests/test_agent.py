@@ -24,6 +24,12 @@ from kbv.cli import main
 from kbv.problems import builtin_suite_dir, discover, load_problem
 from kbv.study.client import Endpoint
 
+
+@pytest.fixture(autouse=True)
+def _wide_tables(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests read whole table rows: a wide terminal (kbv's commands follow COLUMNS, else 80)."""
+    monkeypatch.setenv("COLUMNS", "200")
+
 ROOT = Path(__file__).resolve().parents[1]
 CANDIDATES = ROOT / "tests" / "candidates"
 EXAMPLES = ROOT / "src" / "kbv" / "examples"

@@ -97,7 +97,9 @@ def test_agent_run_against_the_real_evaluator(tmp_path):
         [e["decision"] for e in its]
     assert "SyntaxError" in prompts[1] and "failed D4" in prompts[2]
     assert "library kernels still used: aten.clamp_min" in prompts[4]  # the fallback table as feedback
-    assert "timing_truncated" in its[4]["record"]["flags"] and "truncated" in its[4]["decision"]["reason"]
+    # the interpreted Triton kernel is far slower: never accepted over the best (timed briefly when it is more than
+    # TIMING_TRUNCATE_FACTOR slower and its trials would take long, else simply not faster)
+    assert its[4]["decision"]["status"] == "rejected" and its[4]["decision"]["reason"]
     assert its[4]["evaluation"]["fallback"] is False  # the Triton kernel is own code
     assert all(e["record"]["shapes"].get("batch_size") in (None, 64) for e in its)  # never a held-out shape
     final = next(e for e in read_audit(out / "audit.jsonl") if e["kind"] == "final")

@@ -16,6 +16,12 @@ from kbv.problems import load_problem
 from kbv.tracesuite.weights import level_sums, load_heldout, load_provenance, load_weights
 from kbv.worker.loading import import_file
 
+
+@pytest.fixture(autouse=True)
+def _wide_tables(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests read whole table rows: a wide terminal (kbv's commands follow COLUMNS, else 80)."""
+    monkeypatch.setenv("COLUMNS", "200")
+
 DATA = Path(__file__).resolve().parent / "fixtures" / "atrex" / "data"
 IMPORTANCE = {"rms_norm": 0.027508, "silu_and_mul": 0.017601, "fused_add_rms_norm": 0.011487}
 HIDDEN = ("vllm", "sglang", "rtp-llm", "aiter", "atrex_0", "0.027508", "0.017601", "0.011487", "production",

@@ -25,6 +25,12 @@ def screen(path, device, precision, profile, seeds):
     return result_from_raw(screen_raw(path, problem_facts(load_problem(path)), device, precision, profile, seeds))
 from kbv.problems import discover
 
+
+@pytest.fixture(autouse=True)
+def _wide_tables(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests read whole table rows: a wide terminal (kbv's commands follow COLUMNS, else 80)."""
+    monkeypatch.setenv("COLUMNS", "200")
+
 FIXTURES = ROOT / "tests" / "problems" / "lint"
 LEVEL1 = FIXTURES / "level1"
 BUILTIN = discover(SUITE)

@@ -19,6 +19,12 @@ from kbv.tracesuite.build import TraceError, build_suite, import_source
 from kbv.tracesuite.weights import (WeightsError, aggregate, level_sums, load_heldout, load_provenance, load_weights)
 from kbv.worker.loading import import_file
 
+
+@pytest.fixture(autouse=True)
+def _wide_tables(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests read whole table rows: a wide terminal (kbv's commands follow COLUMNS, else 80)."""
+    monkeypatch.setenv("COLUMNS", "200")
+
 ROOT = Path(__file__).resolve().parents[1]
 TRACE = ROOT / "tests" / "fixtures" / "traces" / "acme_tinyllama_run42.json"
 SECRETS = ("acme", "secret-recipe", "acme_tinyllama_run42", "tinyllama", "FakeGPU", "secretkernel", "2026-12-01")

@@ -15,6 +15,12 @@ from kbv.cli import main
 from kbv.trace import SCHEMA, build_workload, capture, materialize_call, resolve_op
 from kbv.trace.recipes import LM_DEFAULTS, TINY_LM, TINY_MOE, TINY_VIT
 
+
+@pytest.fixture(autouse=True)
+def _wide_tables(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests read whole table rows: a wide terminal (kbv's commands follow COLUMNS, else 80)."""
+    monkeypatch.setenv("COLUMNS", "200")
+
 TINY = LM_DEFAULTS["tiny"]
 P, N, B = TINY["prefill_tokens"], TINY["decode_steps"], TINY["batch"]
 OP_KEYS = {"op", "overload", "args", "kwargs", "inputs", "calls", "time_us"}

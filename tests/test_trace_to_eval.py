@@ -3,6 +3,8 @@ the trace (the reference as its own candidate) -> `kbv suite score` with the sui
 
 from __future__ import annotations
 
+import pytest
+
 import json
 from pathlib import Path
 
@@ -12,6 +14,12 @@ from kbv.problems.candidates import write_reference_candidate
 from kbv.cli import main
 from kbv.problems import discover
 from kbv.records import read_records
+
+
+@pytest.fixture(autouse=True)
+def _wide_tables(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests read whole table rows: a wide terminal (kbv's commands follow COLUMNS, else 80)."""
+    monkeypatch.setenv("COLUMNS", "200")
 
 
 def test_trace_suite_eval_and_score_end_to_end(tmp_path: Path) -> None:

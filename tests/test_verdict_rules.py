@@ -599,3 +599,24 @@ def test_the_parents_own_look_at_the_worker(tmp_path, action: str, flag: str) ->
         assert flag in ctx.evidence.observed
     finally:
         cand.close()
+
+
+# -- issue 15: a build cut short is never reused ---------------------------------------------------------------------
+
+def test_a_torn_build_folder_is_discarded_and_a_complete_one_kept(tmp_path) -> None:
+    from kbv.eval import workspace
+
+    cand = tmp_path / "c.py"
+    cand.write_text("class ModelNew: pass\n")
+    candidate = Candidate.from_path(cand)
+    folder = workspace.build_dir(candidate, "cpu", tmp_path / "cache")
+    (folder / "torch_extensions" / "ext").mkdir(parents=True)
+    (folder / "torch_extensions" / "ext" / "half.o").write_bytes(b"torn")
+    assert workspace.discard_torn_builds(candidate, "cpu", tmp_path / "cache") == [folder]
+    assert not folder.exists()
+    (folder / "torch_extensions").mkdir(parents=True)
+    spec = type("Spec", (), {"env": {"TORCH_EXTENSIONS_DIR": str(folder / "torch_extensions")}})()
+    workspace.publish_build(spec)
+    assert (folder / workspace.BUILD_COMPLETE).is_file()
+    assert workspace.discard_torn_builds(candidate, "cpu", tmp_path / "cache") == []
+    assert folder.is_dir()

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from kbv.files import write_atomic
+
 KEY_ENV = "KBV_RECORD_KEY_FILE"
 KEY_BYTES = 32
 GENESIS = "0" * 64  # ``prev`` of a file's first authenticated record
@@ -132,8 +134,8 @@ def sign(key: bytes, seq: int, prev: str, data: dict[str, Any]) -> dict[str, Any
 
 def imported(data: dict[str, Any]) -> bool:
     """A record converted from another harness (KernelBench, Atrex): it is written and shown unauthenticated."""
-    env = data.get("env") if isinstance(data.get("env"), dict) else {}
-    flags = data.get("flags") if isinstance(data.get("flags"), list) else []
+    env: dict[str, Any] = data["env"] if isinstance(data.get("env"), dict) else {}
+    flags: list[Any] = data["flags"] if isinstance(data.get("flags"), list) else []
     return env.get("source") in IMPORTED_SOURCES or any(str(f).startswith("imported_") for f in flags)
 
 
@@ -145,7 +147,7 @@ def _auth_of(data: Any) -> dict[str, Any] | None:
     seq, prev, tag, kid = auth.get("seq"), auth.get("prev"), auth.get("mac"), auth.get("key_id")
     if type(seq) is not int or seq < 0 or not all(isinstance(x, str) for x in (prev, tag, kid)):
         return None
-    if not (_is_hex(prev, 64) and _is_hex(tag, 64)):
+    if not (_is_hex(str(prev), 64) and _is_hex(str(tag), 64)):
         return None
     return auth
 
@@ -206,9 +208,8 @@ def note_head(results: str | Path, auth: dict[str, Any], key_file: Path | None =
     path = head_path(results, key_file)
     try:
         _private_folder(path.parent)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}")
-        tmp.write_text(json.dumps({"results": str(Path(results).resolve()), "seq": auth["seq"], "mac": auth["mac"]}))
-        os.replace(tmp, path)
+        write_atomic(path, json.dumps({"results": str(Path(results).resolve()), "seq": auth["seq"],
+                                       "mac": auth["mac"]}))
     except (OSError, AttestError):
         pass
 
@@ -382,8 +383,8 @@ def verify_file(path: str | Path, key: bytes | None = None, key_file: Path | Non
                                            "in the chain: forged or inserted"))
     for first, count, before, after in gaps:
         where = f"between line {before.line} and line {after.line}" if before else f"before line {after.line}"
-        seqs = f"seq {first}" + (f"..{first + count - 1}" if count > 1 else "")
-        result.findings.append(Finding(after.line, "deleted", f"{count} record(s) ({seqs}) missing {where}"))
+        missing = f"seq {first}" + (f"..{first + count - 1}" if count > 1 else "")
+        result.findings.append(Finding(after.line, "deleted", f"{count} record(s) ({missing}) missing {where}"))
     in_place = _longest_increasing([n.line for n in chain])
     for i, n in enumerate(chain):
         if not n.valid:
@@ -395,8 +396,8 @@ def verify_file(path: str | Path, key: bytes | None = None, key_file: Path | Non
                                    if written else Finding(n.line, "forged", f"its MAC does not match its content "
                                                            f"(seq {n.seq}): not written with this key"))
         elif id(n) in broken:
-            before = f"line {chain[i - 1].line}" if i else "the file's start"
-            result.findings.append(Finding(n.line, "inserted", f"record seq {n.seq} does not chain to {before}: "
+            prior = f"line {chain[i - 1].line}" if i else "the file's start"
+            result.findings.append(Finding(n.line, "inserted", f"record seq {n.seq} does not chain to {prior}: "
                                            "from another results file, or the record before it was replaced"))
         elif i not in in_place:
             result.findings.append(Finding(n.line, "reordered", f"record seq {n.seq} is out of its place"))

@@ -12,15 +12,17 @@ def cache_dir() -> Path:
     return Path(os.environ.get("KBV_CACHE_DIR", Path.home() / ".cache" / "kbv"))
 
 
-def write_atomic(path: str | Path, text: str) -> Path:
-    """Write ``text`` to ``path`` through a temporary file in the same folder and a rename: a reader sees the old
-    file or the new one, never a torn one."""
+def write_atomic(path: str | Path, text: str | bytes) -> Path:
+    """Write ``text`` (or bytes, exactly) to ``path`` through a temporary file in the same folder, flushed to disk,
+    and a rename: a reader sees the old file or the new one, never a torn one."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(text if isinstance(text, bytes) else text.encode())
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

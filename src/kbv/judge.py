@@ -1,7 +1,8 @@
-"""Deciding correctness from raw outputs, in the trusted parent.
+"""Deciding correctness from raw outputs: the tolerance policy of ``kbv.protocol``, run by the trusted reference
+worker (``kbv.worker.session.Session.cmd_judge``) against outputs that never left it.
 
-The worker sends its outputs as data (``kbv.worker.session._describe_output``); this module applies the tolerance
-policy of ``kbv.protocol`` and never runs candidate code.
+The candidate worker sends its outputs as data (``kbv.worker.session._describe_output``), relayed by the parent; this
+module never runs candidate code, and no candidate worker imports it.
 """
 
 from __future__ import annotations

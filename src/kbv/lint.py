@@ -102,7 +102,8 @@ def split_findings(findings: list[Finding]) -> tuple[list[Finding], list[Finding
     """(findings, notes): a check that holds on D1 for some subject is a finding on every distribution it holds on,
     as is every ``degenerate`` and ``error``; the rest hold only on D2-D6 and are notes."""
     on_timed = {(f.check, f.subject) for f in findings if f.distribution == TIMED_DISTRIBUTION}
-    keep, notes = [], []
+    keep: list[Finding] = []
+    notes: list[Finding] = []
     for f in findings:
         flagging = f.check in ("degenerate", "error") or f.distribution is None or (f.check, f.subject) in on_timed
         (keep if flagging else notes).append(f)

@@ -288,6 +288,7 @@ MEMORY_SLACK_BYTES: Final = {"cuda": 0, "cpu": 256 * 1024}
 # on the H200 reference and honest candidates matched to the byte (docs/results/h200-2026-11-29-b); this much more
 # in the candidate is flagged memory_above_reference too (buffers from __init__, raw cudaMalloc workspaces).
 DEVICE_IN_USE_SLACK_BYTES: Final = 64 * 2**20
+CPU_MEMORY_REPEATS: Final = 3  # the parent's resident-set measure of one call on the CPU: the least of this many
 
 # Fast_p thresholds printed by `kbv report`.
 FAST_P_THRESHOLDS: Final = (0.0, 0.5, 0.8, 1.0, 1.5, 2.0)

@@ -42,7 +42,7 @@ class Record:
     shapes: dict[str, Any] = field(default_factory=dict)
     env: dict[str, Any] = field(default_factory=dict)
     wall_seconds: dict[str, float] = field(default_factory=dict)
-    integrity: dict[str, Any] = field(default_factory=dict)  # what the candidate changed in its worker (tamper)
+    integrity: dict[str, Any] = field(default_factory=dict)  # tamper, and what the parent's clock and /proc saw
     roofline: dict[str, Any] | None = None  # bound, ceilings and attainment (kbv.roofline)
     fallback: dict[str, Any] | None = None  # library share of the forward's work (kbv.fallback)
     shape_results: list[dict[str, Any]] | None = None  # multi-shape problems: one summary per shape (kbv.eval.shapes)

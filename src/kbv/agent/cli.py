@@ -180,7 +180,7 @@ def agent_run(problem, problems, only, base_url, model, api, api_key_env, backen
 def agent_report(runs, as_json) -> None:
     """Per problem of each agent run: iterations, tokens, decisions, dropouts, best speedup and attainment, DSL
     adoption, the final score; with --json also the per-iteration series."""
-    from rich.console import Console
+    from kbv.cli.console import make_console
     from rich.table import Table
 
     from kbv.agent.audit import run_summaries
@@ -205,7 +205,7 @@ def agent_report(runs, as_json) -> None:
                       fmt(s.get("dsl_adoption"), ".2f"),
                       f"{final.get('verdict')}{' (fallback)' if final.get('fallback') else ''}" if final else "-",
                       str(s.get("stop") or "running"))
-    Console(width=None if sys.stdout.isatty() else 200).print(table)
+    make_console().print(table)
 
 
 @click.group("task")

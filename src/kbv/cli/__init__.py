@@ -46,9 +46,7 @@ class UserError(click.ClickException):
     exit_code = EXIT_USAGE
 
 
-def make_console(stderr: bool = False) -> Console:
-    """A console as wide as the terminal (``COLUMNS`` when set; 80 when not a terminal), made per command."""
-    return Console(stderr=stderr, highlight=False)
+from kbv.cli.console import make_console  # noqa: E402
 
 
 console = make_console()  # kept for modules that import it; commands make their own (COLUMNS is read then)

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
-import sys
 from collections import defaultdict
 
 import click
 from rich.console import Console
 from rich.table import Table
+
+from kbv.cli.console import make_console
 
 from kbv import protocol
 from kbv.lint import DEFAULT_TIMEOUT, Finding, LintOptions, LintResult, lint
@@ -76,5 +76,5 @@ def lint_cmd(problems, device, precision, profile, seeds, timeout, jobs, strict,
     if as_json:
         click.echo(json.dumps([r.to_json() for r in results], indent=2))
     else:
-        print_table(results, Console(width=None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 200))
+        print_table(results, make_console())
     click.get_current_context().exit(0 if all(r.ok for r in results) else 1)

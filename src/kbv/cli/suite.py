@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
-import sys
 from pathlib import Path
 
 import click
-from rich.console import Console
+from kbv.cli.console import make_console
 from rich.table import Table
 
 # as wide as the terminal, or COLUMNS; piped without COLUMNS, wide enough for its tables
-console = Console(width=None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 200)
 
 
 def _pct(x: float | None) -> str:
@@ -55,7 +52,7 @@ def build_cmd(traces, out, coverage, max_shapes, held_out, force) -> None:
             table.add_row(phase, f"{level} ({f['view']})", str(f["problems"]), f"{f['recorded_us']:.1f}",
                           _pct(f["raw_sum"]), _pct(f["unreproducible_us"] / rec), _pct(f["dropped_us"] / rec),
                           _pct(f["share_of_phase"]))
-    console.print(table)
+    make_console().print(table)
     problems = Table(title=f"{len(result.problems)} problems in {out}")
     for col in ("problem", "shapes", "held out", *result.weights["phases"]):
         problems.add_column(col, justify="left" if col == "problem" else "right")
@@ -63,10 +60,10 @@ def build_cmd(traces, out, coverage, max_shapes, held_out, force) -> None:
         problems.add_row(p.key, str(len(p.shapes)), str(len(p.held_out)),
                          *(_num((result.weights["phases"][ph].get(p.key) or {}).get("weight"))
                            for ph in result.weights["phases"]))
-    console.print(problems)
+    make_console().print(problems)
     cpu_only = [k for k, v in result.provenance["problems"].items() if v.get("cpu_only")]
     if cpu_only:
-        console.print("[yellow]CPU-only operators (the trace ran on the CPU; these cannot run on a GPU):[/yellow] "
+        make_console().print("[yellow]CPU-only operators (the trace ran on the CPU; these cannot run on a GPU):[/yellow] "
                       + ", ".join(cpu_only))
     if result.skipped:
         skipped = Table(title=f"Skipped entries ({len(result.skipped)}; all in evaluator/provenance.json)")
@@ -74,7 +71,7 @@ def build_cmd(traces, out, coverage, max_shapes, held_out, force) -> None:
             skipped.add_column(col, justify="right" if col == "time us" else "left")
         for k in sorted(result.skipped, key=lambda k: -k.entry.time_us)[:15]:
             skipped.add_row(k.entry.phase, k.entry.label, f"{k.entry.time_us:.1f}", k.reason)
-        console.print(skipped)
+        make_console().print(skipped)
 
 
 @suite.command("score")
@@ -108,7 +105,7 @@ def score_cmd(results, suite_dir, baseline, as_json) -> None:
                       _pct((f["regimes"].get("memory") or {}).get("weight_share")),
                       _pct((f["regimes"].get("compute") or {}).get("weight_share")))
     table.add_row("overall", _num(agg["overall"]["s_agg"]), f"phases by {agg['overall']['basis']}", "", "", "", "")
-    console.print(table)
+    make_console().print(table)
 
 
 @click.command("import-atrex")
@@ -136,6 +133,6 @@ def import_atrex_cmd(data_dir, out, held_out, validate, force) -> None:
         ok = sum(1 for s in statuses if s in ("meta", "cpu"))
         table.add_row(op.key, op.name, str(op.phase), str(len(op.visible)), str(len(op.held_out)),
                       f"{ok}/{len(statuses)}" if statuses else "not run", "; ".join(op.warnings) or "-")
-    console.print(table)
+    make_console().print(table)
     for name, why in result.errors.items():
-        console.print(f"[yellow]not imported[/yellow] {name}: {why}")
+        make_console().print(f"[yellow]not imported[/yellow] {name}: {why}")

@@ -3,20 +3,19 @@
 from __future__ import annotations
 
 import json
-import os
-import sys
 from pathlib import Path
 from typing import Any
 
 import click
 from rich.console import Console
+
+from kbv.cli.console import make_console
 from rich.markup import escape
 from rich.table import Table
 
 from kbv import envinfo
 
 # as wide as the terminal, or COLUMNS; piped without COLUMNS, wide enough for its tables
-console = Console(width=None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 200)
 TOP = 10  # rows per table in the summary
 
 
@@ -72,7 +71,7 @@ def trace_cmd(target, out, device, size, prefill_tokens, steps_decode, batch, li
     if list_:
         for name, fn in RECIPES.items():
             defaults = VIT_DEFAULTS if name.startswith("vit") else LM_DEFAULTS
-            console.print(f"[bold]{name}[/]: {(fn.__doc__ or '').strip()}\n    full {defaults['full']}; "
+            make_console().print(f"[bold]{name}[/]: {(fn.__doc__ or '').strip()}\n    full {defaults['full']}; "
                           f"tiny {defaults['tiny']}", highlight=False)
         return
     if not target or not out:
@@ -86,9 +85,9 @@ def trace_cmd(target, out, device, size, prefill_tokens, steps_decode, batch, li
         workload = build_workload(target, resolved, size, **overrides)
     except (ValueError, TypeError, ImportError, AttributeError) as exc:
         raise click.ClickException(f"{target}: {type(exc).__name__}: {exc}") from None
-    console.print(f"kbv trace: {target} ({size}) on {resolved}: {len(workload.steps)} steps")
+    make_console().print(f"kbv trace: {target} ({size}) on {resolved}: {len(workload.steps)} steps")
     trace = capture(workload, target, size, resolved)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(trace, indent=1, allow_nan=False, default=str) + "\n")
-    print_summary(trace, console)
-    console.print(f"trace -> {out}")
+    print_summary(trace, make_console())
+    make_console().print(f"trace -> {out}")

@@ -23,7 +23,7 @@ from kbv.eval.correctness import CorrectnessStage
 from kbv.eval.evidence import Failure
 from kbv.eval.options import EvalOptions
 from kbv.eval.performance import PerformanceStage, roofline_section
-from kbv.eval.workspace import candidate_spec
+from kbv.eval.workspace import candidate_spec, discard_torn_builds, publish_build
 from kbv.files import cache_dir as default_cache_dir
 from kbv.problems import Problem
 from kbv.problems.candidates import Candidate
@@ -172,6 +172,7 @@ def compile_candidate(problem: Problem, candidate: Candidate, options: EvalOptio
                       gpu: int | None = None) -> CompileResult:
     """The compile stage: import the candidate in a fresh worker (extension builds happen at import)."""
     scratch = Path(tempfile.mkdtemp(prefix="kbv-build-"))
+    discard_torn_builds(candidate, device, options.cache_dir)  # an interrupted earlier build is not reused
     spec = candidate_spec(problem, candidate, options, device, gpu, scratch, "compile")
     t0 = time.monotonic()
     deadline = t0 + options.build_timeout
@@ -184,6 +185,7 @@ def compile_candidate(problem: Problem, candidate: Candidate, options: EvalOptio
                                                  failure_dict("compile", failure) | {"reference": True}))
         with worker:
             worker.call({"cmd": "import"}, deadline)
+        publish_build(spec)
         return CompileResult(ok=True, seconds=time.monotonic() - t0)
     except WorkerFailure as failure:
         kind = "timeout" if failure.kind == "timeout" else "build"

@@ -45,6 +45,35 @@ def _candidate_env(candidate: Candidate, device: str, gpu: int | None, options: 
     return env
 
 
+BUILD_COMPLETE = ".kbv-build-complete"  # a build folder counts only once this marker exists (written by rename)
+
+
+def build_folders(candidate: Candidate, device: str, cache_dir: Path) -> list[Path]:
+    """Where a candidate's build may live: its hash-named folder in the cache, or under the sandbox build root."""
+    build = build_dir(candidate, device, cache_dir)
+    return [build, SANDBOX_BUILD_ROOT / build.name]
+
+
+def discard_torn_builds(candidate: Candidate, device: str, cache_dir: Path) -> list[Path]:
+    """Remove a build folder of this candidate that an earlier, interrupted compile left without its completion
+    marker (a torn build is never reused); returns what was removed."""
+    removed = []
+    for folder in build_folders(candidate, device, cache_dir):
+        if folder.is_dir() and not (folder / BUILD_COMPLETE).exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+    return removed
+
+
+def publish_build(spec: WorkerSpec) -> None:
+    """Mark a candidate's build folder complete (the marker is written whole, by rename)."""
+    from kbv.files import write_atomic
+
+    ext = (spec.env or {}).get("TORCH_EXTENSIONS_DIR")
+    if ext and Path(ext).parent.is_dir():
+        write_atomic(Path(ext).parent / BUILD_COMPLETE, "complete\n")
+
+
 def candidate_spec(problem: Problem, candidate: Candidate, options: EvalOptions, device: str, gpu: int | None,
                    scratch: Path, stage: str, shape: dict[str, Any] | None = None) -> WorkerSpec:
     """A candidate worker's spec. When sandboxing, the candidate and problem files are copied into a private work

@@ -171,8 +171,9 @@ def classify_gpu(kernels: list[dict[str, Any]], own: dict[str, Any],
         name, us, launcher = str(k.get("name", "")), float(k.get("us", 0.0)), k.get("launcher")
         if name == FORWARD_RANGE:
             continue  # a range, not a kernel
-        aten = isinstance(launcher, str) and launcher.startswith("aten::")
-        if name.startswith(_DATA_MOVEMENT) or (aten and not is_compute(launcher.replace("::", ".", 1))):
+        launcher_name = launcher if isinstance(launcher, str) else ""
+        aten = launcher_name.startswith("aten::")
+        if name.startswith(_DATA_MOVEMENT) or (aten and not is_compute(launcher_name.replace("::", ".", 1))):
             kind = "data"
         elif aten:
             kind = "library"

@@ -42,7 +42,8 @@ class Problem:
     def shape_overrides(self) -> list[tuple[int, dict[str, Any] | None, bool]]:
         """Every shape to evaluate, as (index, overrides, held out): the file's own constants alone (overrides None)
         for a single-shape problem; else KBV_SHAPES in order, then the held-out shapes."""
-        visible = [(i, dict(o), False) for i, o in enumerate(self.shapes)] or [(0, None, False)]
+        visible: list[tuple[int, dict[str, Any] | None, bool]] = \
+            [(i, dict(o), False) for i, o in enumerate(self.shapes)] or [(0, None, False)]
         return visible + [(len(visible) + i, dict(o), True) for i, o in enumerate(self.held_out_shapes)]
 
     @property
@@ -55,7 +56,9 @@ class Problem:
 def _literal(tree: ast.Module, name: str, default: Any) -> Any:
     """The value of a module-level literal assignment (the last one, as Python would see it)."""
     for node in reversed(tree.body):
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        if not isinstance(node, (ast.Assign, ast.AnnAssign)):
+            continue
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         if any(isinstance(t, ast.Name) and t.id == name for t in targets) and node.value is not None:
             try:
                 return ast.literal_eval(node.value)

@@ -124,7 +124,7 @@ class Roofline:
     def dominant_precision(self) -> str | None:
         """The class with the largest FLOPs_p / peak_p (None without FLOPs)."""
         times = self.compute_ms
-        return max(times, key=times.get) if times else None
+        return max(times, key=lambda p: times[p]) if times else None
 
     @property
     def ridge(self) -> float | None:

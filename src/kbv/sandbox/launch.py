@@ -170,7 +170,10 @@ def _start(spec: WorkerSpec, message: dict[str, Any], deadline: float) -> tuple[
     kind = "cuda" if str(spec.device).startswith("cuda") else "cpu"
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        launcher = zygote.zygote(kind, plan.worker_environment())
+        env = plan.worker_environment()
+        if kind == "cpu":  # the launcher imports Triton (through torch._dynamo): in interpreter mode from the start
+            env["TRITON_INTERPRET"] = "1"
+        launcher = zygote.zygote(kind, env)
         pid = launcher.fork(theirs)
     except zygote.LauncherError as exc:
         ours.close()
@@ -207,7 +210,7 @@ class Worker:
         except BaseException:
             self.close()  # no longer live: never killed by pid later
             raise
-        self.isolation: dict[str, Any] = hello.get("isolation") if isinstance(hello.get("isolation"), dict) else {}
+        self.isolation: dict[str, Any] = hello["isolation"] if isinstance(hello.get("isolation"), dict) else {}
 
     def __enter__(self) -> "Worker":
         return self
@@ -258,7 +261,7 @@ class Worker:
         if not reply["ok"]:
             self._proc.join(5)
             self.kill()
-            err = reply.get("error") if isinstance(reply.get("error"), dict) else {}
+            err: dict[str, Any] = reply["error"] if isinstance(reply.get("error"), dict) else {}
             message = f"{err.get('type', 'Error')}: {err.get('message', '')}"
             raise WorkerFailure("error", message, self.log_tail(), detail=err)
         return reply

@@ -156,3 +156,30 @@ def foreign_objects(pid: int | None) -> list[dict[str, str | bool]]:
             found[clean] = {"path": clean, "deleted": deleted,
                             "read_as": map_file if (deleted or not os.path.exists(clean)) else clean}
     return list(found.values())
+
+
+def _main_process(pid: int) -> int | None:
+    """The process of a worker's tree that holds its memory (the PID namespace's inner one, not the waiter)."""
+    sizes = [(_kib(_status(p).get("VmRSS")) or 0, p) for p in tree(pid)]
+    return max(sizes)[1] if sizes else None
+
+
+def peak_start(pid: int | None) -> tuple[int, int] | None:
+    """Reset a worker's peak resident set (``clear_refs``) and return (process, resident bytes now), or None."""
+    target = _main_process(pid) if pid is not None else None
+    if target is None:
+        return None
+    rss = _kib(_status(target).get("VmRSS"))
+    try:
+        Path(f"/proc/{target}/clear_refs").write_text("5")
+    except OSError:
+        return None
+    return (target, rss) if rss is not None else None
+
+
+def peak_since(start: tuple[int, int] | None) -> int | None:
+    """Bytes the worker's resident set rose to above where ``peak_start`` found it (``VmHWM`` - ``VmRSS``)."""
+    if start is None:
+        return None
+    high = _kib(_status(start[0]).get("VmHWM"))
+    return None if high is None else max(0, high - start[1])

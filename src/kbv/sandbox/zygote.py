@@ -113,7 +113,7 @@ class Zygote:
             with self._cond:
                 if exited:
                     self.exits[exited[0]] = exited[1]
-                else:
+                elif ident is not None:
                     self._replies[ident] = msg
                 self._cond.notify_all()
         with self._cond:

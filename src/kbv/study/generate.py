@@ -11,13 +11,13 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from kbv.files import write_atomic
 from kbv.problems import Problem
 from kbv.records import RecordWriter
 from kbv.study.client import Completion, Endpoint, complete, public_url
@@ -138,12 +138,7 @@ def _record_settings(r: dict[str, Any]) -> dict[str, Any]:
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    write_atomic(path, data)
 
 
 def plan(problems: list[Problem], cfg: GenerateConfig) -> tuple[str, Callable[[str, str], str], list[tuple[Problem, list[int]]], int]:

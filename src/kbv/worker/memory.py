@@ -36,6 +36,11 @@ def _libc() -> ctypes.CDLL | None:
         return None
 
 
+def trim() -> None:
+    """Return freed heap memory to the system (so a later rise of the resident set is the next call's)."""
+    _malloc_trim()
+
+
 def _malloc_trim() -> None:
     libc = _libc()
     if libc is not None and hasattr(libc, "malloc_trim"):

@@ -394,7 +394,19 @@ class Session:
         return {"sets": len(sets)}
 
     def cmd_memory(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """One call's peak memory. On the CPU in two steps the parent measures between: ``phase: prepare`` loads
+        the inputs and returns freed memory to the system (``malloc_trim``), ``phase: run`` makes the call; the
+        parent reads the rise of the resident set from ``/proc`` itself."""
         call, prepare = self._timed_call(msg)
+        phase = msg.get("phase")
+        if phase == "prepare":
+            prepare(1)
+            memory.trim()
+            return {"memory": {}}
+        if phase == "run":
+            out = call()
+            del out
+            return {"memory": {}}
         if self.device.startswith("cuda"):  # one warm call first: one-time setup (library handles) is not a peak
             prepare(0)
             call()
