@@ -172,7 +172,7 @@ FLAGS: Final = {
     "around them: the worker's timer cannot be trusted: rejected",
     "wall_clock_mismatch": "the worker's timer says the candidate is faster than the reference and the evaluator's "
     "own clock disagrees: on back-to-back calls (timing_ms.burst, the one clock cross-check) it shows no speedup "
-    "(<= BURST_MAX_WALL_SPEEDUP) against a claim of BURST_MIN_CLAIM or more while the reference's wall time is its "
+    "(<= BURST_MAX_WALL_SPEEDUP) against a claim of BURST_MIN_CLAIM (BURST_MIN_CLAIM_CPU on the CPU) or more while the reference's wall time is its "
     "timed work (time taken off the timer, or host overhead that eats the kernel's gain)",
     "timing_truncated": "the candidate is far slower than the reference (its time per call above "
     "TIMING_TRUNCATE_FACTOR times the reference's median, its trials longer than TIMING_TRUNCATE_MIN_MS): it was "
@@ -249,7 +249,8 @@ TIMING_TRUNCATED_TRIALS: Final = 3
 DEFERRED_WRITE_WAIT_S: Final = 0.002  # after a kept timed output is copied: a later change means deferred work
 BURST_TARGET_MS: Final = 60.0  # the parent-timed burst of back-to-back calls lasts about this long per role
 BURST_MAX_CALLS: Final = 2000
-BURST_MIN_CLAIM: Final = 1.5  # the burst check judges claims of at least this speedup...
+BURST_MIN_CLAIM: Final = 1.5  # the burst check judges claims of at least this speedup (on a GPU)...
+BURST_MIN_CLAIM_CPU: Final = 2.0  # ...and on the CPU, where one core times microsecond kernels with more noise
 BURST_DEVICE_BOUND: Final = 1.5  # ...when the reference's burst time per call is at most this times its timed median
 BURST_MAX_WALL_SPEEDUP: Final = 1.1  # ...and flags them when the burst shows at most this speedup
 TIMING_ROUNDS: Final = 4  # within a process pair, reference and candidate alternate in this many rounds (ABBA)
