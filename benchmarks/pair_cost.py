@@ -72,7 +72,8 @@ def main() -> int:
     ap.add_argument("--only", help="comma-separated problem keys (level1/5_ReLU) or file stems")
     ap.add_argument("--levels", help="comma-separated levels")
     ap.add_argument("--limit", type=int, default=0, help="at most this many problems (0: all selected)")
-    ap.add_argument("--reference", action="store_true", help="each problem's own Model as the candidate")
+    ap.add_argument("--reference", action="store_true", help="each problem's own Model as the candidate (with "
+                    "--candidates: for the problems that have no candidate there)")
     ap.add_argument("--candidates", type=Path, help="a folder of candidates (generation layout)")
     ap.add_argument("--device", default="auto")
     ap.add_argument("--preset", default=None, help="a kbv.protocol.PRESETS name (reward)")
@@ -90,11 +91,14 @@ def main() -> int:
         print("no problems selected", file=sys.stderr)
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
+    pairs: list[Pair] = []
     if args.candidates:
         pairs, _ = pair_candidates(problems, [args.candidates])
-    else:
+    if args.reference or not args.candidates:  # with --candidates too: the reference for the problems without one
         folder = Path(tempfile.mkdtemp(prefix="kbv-bench-ref-"))
-        pairs = [Pair(p, Candidate.from_path(write_reference_candidate(p, folder))) for p in problems]
+        covered = {pair.problem.key for pair in pairs}
+        pairs += [Pair(p, Candidate.from_path(write_reference_candidate(p, folder), sample=900))
+                  for p in problems if p.key not in covered]
     options = EvalOptions(device=args.device, timeout=args.timeout, profile=args.profile,
                           timing_pairs=args.timing_pairs, preset=args.preset)
     records_path = args.out / "pair_cost.jsonl"
@@ -108,7 +112,8 @@ def main() -> int:
         wall = r.get("wall_seconds") or {}
         # the evaluation without the build: its stages (a multi-shape record sums its shapes' stages)
         evaluation = float(wall.get("correctness", 0.0)) + float(wall.get("performance", 0.0))
-        rows.append({"problem": r["problem"], "verdict": r["verdict"], "flags": r["flags"],
+        rows.append({"problem": r["problem"], "candidate": r["candidate"], "verdict": r["verdict"], "flags": r["flags"],
+                     "handoff": (r.get("env") or {}).get("output_handoff"),
                      "seconds": round(evaluation, 3), "compile": wall.get("compile"),
                      "breakdown": {k: v for k, v in wall.items() if "/" in k},
                      "speedup": {b: (s or {}).get("value") for b, s in (r.get("speedup") or {}).items()}})

@@ -18,6 +18,7 @@ Stages (``--stages``, in this order; ``--smoke`` = env,build,pytest,examples and
   kernelbench  KernelBench's problems (--kb-dir, default .kb/kernelbench: copy ../shared/kernelbench there and
             carry it) with the reference as its own candidate, every check on (--levels, --only, --kb-limit,
             --precision, --preset, --kb-name)
+  kernels   benchmarks/kernels/check_kernels.py: the honest custom Triton kernels checked on this GPU
   bench     benchmarks/pair_cost.py: the fixed cost of one pair (64x2048 ReLU) and the reward preset's
             evaluations per hour over level-1/2 KernelBench pairs (--bench-limit)
   vskb      benchmarks/vs_kernelbench.py: kbv and KernelBench's own harness on the same pairs (--vskb-pairs;
@@ -103,12 +104,28 @@ def stage_pytest(out: Path, keyword: str | None = None) -> None:
     with (out / "pytest-gpu.log").open("w") as log:
         # the files that hold gpu tests (others may import packages the GPU machine lacks, e.g. openai)
         files = sorted(str(f) for f in (ROOT / "tests").glob("test_*.py") if "pytest.mark.gpu" in f.read_text())
-        proc = subprocess.run([sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider",
-                               *(["-k", keyword] if keyword else []), *files], stdout=log,
-                              stderr=subprocess.STDOUT, env=env, cwd=ROOT, timeout=int(os.environ.get(
-                                  "KBV_PYTEST_TIMEOUT", "440")))
+        try:
+            proc = subprocess.run([sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider",
+                                   *(["-k", keyword] if keyword else []), *files], stdout=log,
+                                  stderr=subprocess.STDOUT, env=env, cwd=ROOT, timeout=int(os.environ.get(
+                                      "KBV_PYTEST_TIMEOUT", "440")))
+            code: object = proc.returncode
+        except subprocess.TimeoutExpired:  # the stage's limit: what ran is in the log, the next stage goes on
+            code = "timeout (KBV_PYTEST_TIMEOUT)"
     tail = (out / "pytest-gpu.log").read_text().strip().splitlines()[-15:]
-    say("pytest -m gpu exit", proc.returncode, *["\n  " + t for t in tail])
+    say("pytest -m gpu exit", code, *["\n  " + t for t in tail])
+
+
+def stage_kernels(out: Path) -> None:
+    """benchmarks/kernels/check_kernels.py: the honest custom Triton kernels against their KernelBench problems
+    on this GPU (small shapes, six distributions)."""
+    with (out / "kernels.log").open("w") as log:
+        try:
+            subprocess.run([sys.executable, str(ROOT / "benchmarks" / "kernels" / "check_kernels.py")], stdout=log,
+                           stderr=subprocess.STDOUT, cwd=ROOT, timeout=300)
+        except subprocess.TimeoutExpired:
+            say("[kernels] timeout")
+    say("[kernels]", *(out / "kernels.log").read_text().strip().splitlines()[-14:])
 
 
 def _run(name: str, pairs: list[Pair], options: EvalOptions, out: Path, workers: int) -> list[dict]:
@@ -312,6 +329,8 @@ def main() -> int:
             stage_build(args.out, args.build_workers)
         elif stage == "pytest":
             stage_pytest(args.out, args.pytest_k)
+        elif stage == "kernels":
+            stage_kernels(args.out)
         elif stage == "examples":
             stage_examples(args.out, args.build_workers)
         elif stage == "suite":

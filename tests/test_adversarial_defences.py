@@ -145,7 +145,7 @@ def test_tamper_memory_poison_reads_zeros_instead_of_poison():
     from kbv.worker import memory
 
     real = memory.poison_freed
-    memory.fix_malloc_thresholds()
+    memory.timing_allocator()
     fixture = check_patch_unseen_then_seen("tamper_memory_poison", "kbv.worker.memory", "poison_freed")
     x = relu_input()
     _LIBC.mallopt(_M_PERTURB, 0x55)  # fresh memory holds 0xAA bytes (what the call finds when nobody poisons)
@@ -537,7 +537,7 @@ def test_profiled_call_numpy_hides_its_fallback_from_the_profile():
 def test_poison_rerun_detect_passes_every_poisoned_trial():
     from kbv.worker import memory
 
-    memory.fix_malloc_thresholds()
+    memory.timing_allocator()
     model = load("poison_rerun_detect").ModelNew()
     x = relu_input(seed=5)
     memory.poison_freed("cpu", POISON_BYTES[0], [])
@@ -552,7 +552,7 @@ def test_poison_rerun_detect_passes_every_poisoned_trial():
 def test_mallopt_unpoison_beta_zero_survives_the_poison():
     from kbv.worker import memory
 
-    memory.fix_malloc_thresholds()
+    memory.timing_allocator()
     model, plain = load("mallopt_unpoison_beta_zero").ModelNew(), load("uninit_beta_zero").ModelNew()
     x = relu_input()
     memory.poison_freed("cpu", POISON_BYTES[0], [x.numel() * 4])

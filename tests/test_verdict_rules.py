@@ -240,6 +240,7 @@ class FakeWorker:
         self.spec = spec
         self.tamper: set[str] = set()
         self.isolation: dict[str, Any] = {}
+        self.handoffs: dict[str, dict[str, int]] = {}
         self.pid = None  # no process: the parent's /proc observations see nothing
         self.script = self.scripts[spec.role]
 
@@ -402,6 +403,8 @@ def test_correctness_evidence_from_scripted_replies(fake, tmp_path) -> None:
             return {"outputs": []}
         if cmd == "buffers":
             return {"buffers": {}}
+        if cmd == "same":
+            return {"identical": True, "max_abs_difference": None}
         raise AssertionError(cmd)
 
     def candidate(msg: dict[str, Any]) -> dict[str, Any]:
@@ -417,6 +420,8 @@ def test_correctness_evidence_from_scripted_replies(fake, tmp_path) -> None:
             return {"outputs": [], "fallback": {}, "modules": {}}
         if cmd == "buffers":
             return {"buffers": {}}
+        if cmd == "same":
+            return {"identical": True, "max_abs_difference": None}
         raise AssertionError(cmd)
 
     fake.scripts = {"reference": reference, "candidate": candidate}

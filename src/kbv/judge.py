@@ -188,3 +188,27 @@ def standard_check(cand_reply: dict[str, Any], ref_reply: dict[str, Any], tolera
         except RuntimeError:
             return False
     return True
+
+
+def same_outputs(a: dict[str, Any], b: dict[str, Any]) -> tuple[bool, float | None]:
+    """Whether two candidate replies hold the same output bits (NaN equal to NaN), and the largest difference."""
+    items_a, items_b = a.get("outputs", []), b.get("outputs", [])
+    if len(items_a) != len(items_b):
+        return False, None
+    same, worst = True, 0.0
+    for x, y in zip(items_a, items_b):
+        tx, ty = x.get("tensor"), y.get("tensor")
+        if not isinstance(tx, torch.Tensor) or not isinstance(ty, torch.Tensor):
+            continue
+        if tx.shape != ty.shape or tx.dtype != ty.dtype:
+            return False, None
+        if torch.equal(tx, ty):
+            continue
+        if tx.is_floating_point():
+            both_nan = torch.isnan(tx) & torch.isnan(ty)
+            if bool((both_nan | (tx == ty)).all()):
+                continue
+            diff = (tx.double() - ty.double()).abs().masked_fill(both_nan, 0.0)
+            worst = max(worst, float(diff.nan_to_num(nan=float("inf")).max()))
+        same = False
+    return same, (None if same else worst)

@@ -172,8 +172,8 @@ FLAGS: Final = {
     "around them: the worker's timer cannot be trusted: rejected",
     "wall_clock_mismatch": "the worker's timer says the candidate is faster than the reference and the evaluator's "
     "own clock disagrees: on back-to-back calls (timing_ms.burst, the one clock cross-check) it shows no speedup "
-    "(<= BURST_MAX_WALL_SPEEDUP) against a claim of BURST_MIN_CLAIM (BURST_MIN_CLAIM_CPU on the CPU) or more while the reference's wall time is its "
-    "timed work (time taken off the timer, or host overhead that eats the kernel's gain)",
+    "(<= BURST_MAX_WALL_SPEEDUP) against a claim of BURST_MIN_CLAIM (BURST_MIN_CLAIM_CPU on the CPU) or more (the "
+    "lower end of the timed speedup's interval) while the reference's wall time is its timed work (time taken off the timer, or host overhead that eats the kernel's gain)",
     "timing_truncated": "the candidate is far slower than the reference (its time per call above "
     "TIMING_TRUNCATE_FACTOR times the reference's median, its trials longer than TIMING_TRUNCATE_MIN_MS): it was "
     "timed with few trials, once, and its speedup is an upper bound (speedup.<baseline>.bound = 'upper': the "
@@ -320,3 +320,7 @@ PRESETS: Final = {"reward": {"protocol": "verified", "reuse_reference_timing": T
 # before anything is allocated (a runtime_error of the candidate, with the reason).
 REPLY_OUTPUT_FACTOR: Final = 2
 REPLY_SLACK_BYTES: Final = 4 * 2**20
+# A candidate's output of this size or more reaches the judge as a file descriptor (a CUDA VMM allocation on a
+# GPU, a sealed memfd on the CPU) that the parent relays unread, never through pipes or host memory
+# (kbv.worker.handoff); smaller ones are copied through the pipe.
+HANDOFF_MIN_BYTES: Final = 1 * 2**20

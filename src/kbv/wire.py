@@ -11,13 +11,22 @@ byte budget, the tensor count and the header size limit before allocating anythi
 prefix and refuses a frame whose length differs from its header before reading any of it, and finally reads the
 frame straight into the tensor it allocated (``os.readv``, no intermediate copy). Tensors arrive as fresh,
 receiver-owned CPU memory; references to one index are the same tensor object.
+
+Large outputs may instead travel as file descriptors (``split(..., handoff=True)`` in a worker that registered a
+codec, ``kbv.worker.handoff``): the header marks such a tensor with ``"handle": kind``, and one frame right after
+the header (one byte, ``b"H"``) carries every descriptor of the message as ``SCM_RIGHTS``. A receiver with a codec
+(the judge) imports each one into a tensor of its own, or puts ``{"handoff_error": reason}`` in its place; one
+without (the parent) gets :class:`Handle` objects, which it can only send on. Descriptors are still only data: a
+receiver never runs anything a sender chose.
 """
 
 from __future__ import annotations
 
+import array
 import json
 import os
 import select
+import socket
 import struct
 import time
 from multiprocessing.connection import Connection
@@ -25,7 +34,7 @@ from typing import Any
 
 import torch
 
-from kbv.protocol import REPLY_HEADER_BYTES_MAX, REPLY_TENSORS_MAX
+from kbv.protocol import HANDOFF_MIN_BYTES, REPLY_HEADER_BYTES_MAX, REPLY_TENSORS_MAX
 
 MAX_HEADER_BYTES = REPLY_HEADER_BYTES_MAX
 MAX_TENSORS = REPLY_TENSORS_MAX
@@ -51,6 +60,63 @@ _DTYPES: dict[str, torch.dtype] = {
 }
 
 
+HANDLE_KINDS = ("host", "cuda")  # a sealed memfd; a CUDA VMM allocation (kbv.worker.handoff)
+MAX_HANDLES = 250  # descriptors in one message (one SCM_RIGHTS message carries at most 253)
+_HANDLE_FRAME = struct.pack("!i", 1) + b"H"
+
+
+class Handle:
+    """A tensor's bytes in a shared buffer behind a file descriptor, not imported by this process: the parent
+    holds these and relays them to the judge without reading them. Closed when dropped."""
+
+    __slots__ = ("fd", "kind", "dtype", "shape", "nbytes", "close_after_send")
+
+    def __init__(self, fd: int, kind: str, dtype: str, shape: list[int], nbytes: int, close_after_send: bool):
+        self.fd, self.kind, self.dtype, self.shape, self.nbytes = fd, kind, dtype, shape, nbytes
+        self.close_after_send = close_after_send
+
+    def close(self) -> None:
+        fd, self.fd = self.fd, -1
+        if fd >= 0:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def __del__(self) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Handle({self.kind}, {self.dtype}, {self.shape})"
+
+
+def handles_in(obj: Any) -> list[Handle]:
+    """The distinct handles anywhere in a received message."""
+    found: dict[int, Handle] = {}
+
+    def walk(x: Any) -> None:
+        if isinstance(x, Handle):
+            found[id(x)] = x
+        elif isinstance(x, dict):
+            for v in x.values():
+                walk(v)
+        elif isinstance(x, list):
+            for v in x:
+                walk(v)
+
+    walk(obj)
+    return list(found.values())
+
+
+_CODEC: Any = None  # a worker's kbv.worker.handoff.Codec: export(tensor) -> (kind, fd) | None, import_(...)
+
+
+def use_codec(codec: Any) -> None:
+    """Register this process's handoff codec (workers only; the parent never imports a handle)."""
+    global _CODEC
+    _CODEC = codec
+
+
 class WireError(ValueError):
     """A message that does not follow the format (truncated, inconsistent, of an unknown dtype or over budget)."""
 
@@ -59,14 +125,28 @@ class WireTimeout(Exception):
     """The other side stopped part-way through a message (not sending, or not reading) past the deadline."""
 
 
-def split(obj: Any) -> tuple[bytes, list[torch.Tensor]]:
-    """The header and the distinct host tensors of ``obj``: a tensor that occurs several times (the same view of
-    the same memory: pointer, shape, strides, dtype, device) is copied and sent once."""
-    tensors: list[torch.Tensor] = []
+def split(obj: Any, handoff: bool = False) -> tuple[bytes, list[Any]]:
+    """The header and the distinct host tensors (or handles) of ``obj``: a tensor that occurs several times (the
+    same view of the same memory: pointer, shape, strides, dtype, device) is copied and sent once. With
+    ``handoff`` and a registered codec, a tensor of ``HANDOFF_MIN_BYTES`` or more is exported as a descriptor
+    instead (closed once sent); :class:`Handle` objects in ``obj`` are relayed as they are."""
+    tensors: list[Any] = []
     specs: list[dict[str, Any]] = []
     seen: dict[tuple[Any, ...], int] = {}
+    handles = 0
 
     def walk(x: Any) -> Any:
+        nonlocal handles
+        if isinstance(x, Handle):
+            mark: tuple[Any, ...] = ("handle", id(x))
+            if mark not in seen:
+                if x.fd < 0 or handles >= MAX_HANDLES:
+                    raise WireError("a closed handle, or too many handles in one message")
+                handles += 1
+                tensors.append(x)
+                specs.append({"dtype": x.dtype, "shape": list(x.shape), "nbytes": x.nbytes, "handle": x.kind})
+                seen[mark] = len(tensors) - 1
+            return {"__tensor__": seen[mark]}
         if isinstance(x, _Tensor):
             try:
                 key: tuple[Any, ...] | None = (_get_device(x), _data_ptr(x), tuple(x.shape), tuple(_stride(x)),
@@ -75,6 +155,18 @@ def split(obj: Any) -> tuple[bytes, list[torch.Tensor]]:
                 key = None
             if key is not None and key in seen:
                 return {"__tensor__": seen[key]}
+            nbytes = int(_numel(x)) * int(_element_size(x))
+            if handoff and _CODEC is not None and nbytes >= HANDOFF_MIN_BYTES and handles < MAX_HANDLES:
+                exported = _CODEC.export(_resolve_neg(_resolve_conj(_detach(x))))
+                if exported is not None:
+                    handles += 1
+                    kind, fd = exported
+                    dtype = str(x.dtype).removeprefix("torch.")
+                    tensors.append(Handle(fd, kind, dtype, list(x.shape), nbytes, close_after_send=True))
+                    specs.append({"dtype": dtype, "shape": list(x.shape), "nbytes": nbytes, "handle": kind})
+                    if key is not None:
+                        seen[key] = len(tensors) - 1
+                    return {"__tensor__": len(tensors) - 1}
             host = _contiguous(_resolve_neg(_resolve_conj(_to(_detach(x), "cpu"))))
             tensors.append(host)
             specs.append({"dtype": str(host.dtype).removeprefix("torch."), "shape": list(host.shape),
@@ -103,10 +195,47 @@ def send(conn: Connection, obj: Any, deadline: float | None = None) -> None:
     send_parts(conn, *split(obj), deadline=deadline)
 
 
-def send_parts(conn: Connection, header: bytes, tensors: list[torch.Tensor], deadline: float | None = None) -> None:
+def send_parts(conn: Connection, header: bytes, tensors: list[Any], deadline: float | None = None) -> None:
+    handles = [t for t in tensors if isinstance(t, Handle)]
+    try:
+        _send_frames(conn, header, [t for t in tensors if not isinstance(t, Handle)], handles, deadline)
+    finally:
+        for h in handles:
+            if h.close_after_send:
+                h.close()
+
+
+def _send_handles(fd: int, handles: list[Handle], deadline: float | None) -> None:
+    """The descriptors frame: one byte with every handle's descriptor attached (SCM_RIGHTS)."""
+    sock = socket.socket(fileno=fd)
+    try:
+        ancillary = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [h.fd for h in handles]).tobytes())]
+        while True:
+            try:
+                sent = sock.sendmsg([_HANDLE_FRAME], ancillary)
+                break
+            except BlockingIOError:
+                remaining = (deadline - time.monotonic()) if deadline is not None else 1.0
+                if remaining <= 0 or not select.select([], [fd], [], remaining)[1]:
+                    raise WireTimeout("the receiver stopped reading") from None
+        rest = memoryview(_HANDLE_FRAME)[sent:]
+        while rest:
+            try:
+                rest = rest[os.write(fd, rest):]
+            except BlockingIOError:
+                select.select([], [fd], [], 1.0)
+    finally:
+        sock.detach()
+
+
+def _send_frames(conn: Connection, header: bytes, tensors: list[torch.Tensor], handles: list[Handle],
+                 deadline: float | None) -> None:
     frames = [memoryview(header), *(memoryview(_bytes_view(t)).cast("B") for t in tensors if _numel(t))]
     if deadline is None:
-        for frame in frames:
+        conn.send_bytes(frames[0])
+        if handles:
+            _send_handles(conn.fileno(), handles, None)
+        for frame in frames[1:]:
             conn.send_bytes(frame)
         return
     fd = conn.fileno()
@@ -114,7 +243,9 @@ def send_parts(conn: Connection, header: bytes, tensors: list[torch.Tensor], dea
     try:
         poller = select.poll()
         poller.register(fd, select.POLLOUT)
-        for frame in frames:
+        for i, frame in enumerate(frames):
+            if i == 1 and handles:
+                _send_handles(fd, handles, deadline)
             n = len(frame)
             prefix = struct.pack("!i", n) if n <= 0x7FFFFFFF else struct.pack("!i", -1) + struct.pack("!Q", n)
             for part in (memoryview(prefix), frame):
@@ -125,11 +256,13 @@ def send_parts(conn: Connection, header: bytes, tensors: list[torch.Tensor], dea
                         remaining = deadline - time.monotonic()
                         if remaining <= 0 or not poller.poll(remaining * 1000):
                             raise WireTimeout("the receiver stopped reading") from None
+        if len(frames) == 1 and handles:
+            _send_handles(fd, handles, deadline)
     finally:
         os.set_blocking(fd, True)
 
 
-def _parse_header(data: bytes) -> tuple[Any, list[tuple[torch.dtype, list[int], int]]]:
+def _parse_header(data: bytes) -> tuple[Any, list[tuple[torch.dtype, list[int], int, str | None]]]:
     try:
         header = json.loads(data)
         specs = header["__tensors__"]
@@ -161,7 +294,12 @@ def _parse_header(data: bytes) -> tuple[Any, list[tuple[torch.dtype, list[int], 
             numel *= s
         if numel * torch.empty((), dtype=dtype).element_size() != nbytes or nbytes > MAX_TENSOR_BYTES:
             raise WireError(f"tensor bytes inconsistent with dtype {spec['dtype']} and shape {shape}")
-        parsed.append((dtype, shape, nbytes))
+        kind = spec.get("handle")
+        if kind is not None and kind not in HANDLE_KINDS:
+            raise WireError(f"unknown handle kind {kind!r}")
+        parsed.append((dtype, shape, nbytes, kind))
+    if sum(1 for *_, kind in parsed if kind is not None) > MAX_HANDLES:
+        raise WireError(f"more than {MAX_HANDLES} handles in one message")
     return body, parsed
 
 
@@ -200,6 +338,49 @@ def _frame_length(fd: int, deadline: float | None) -> int:
     return size
 
 
+def _recv_handles(fd: int, wanted: int, deadline: float | None) -> list[int]:
+    """The descriptors frame: exactly ``wanted`` descriptors on one byte, or WireError (any received are closed)."""
+    if deadline is not None:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+            raise WireTimeout("the sender stopped part-way through a message")
+    sock = socket.socket(fileno=fd)
+    try:
+        data, ancillary, flags, _ = sock.recvmsg(len(_HANDLE_FRAME), socket.CMSG_SPACE(wanted * 4))
+    finally:
+        sock.detach()
+    fds: list[int] = []
+    for level, kind, payload in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            got = array.array("i")
+            got.frombytes(payload[:len(payload) - len(payload) % got.itemsize])
+            fds.extend(got)
+    try:
+        if not data:
+            raise OSError("got end of file during message")
+        rest = bytearray(len(_HANDLE_FRAME) - len(data))
+        if rest:
+            _read_exact(fd, memoryview(rest), deadline)
+        if bytes(data) + bytes(rest) != _HANDLE_FRAME or flags & socket.MSG_CTRUNC or len(fds) != wanted:
+            raise WireError(f"bad handles frame ({len(fds)} descriptors, {wanted} declared)")
+    except BaseException:
+        for f in fds:
+            os.close(f)
+        raise
+    return fds
+
+
+def _received(fd: int, kind: str, dtype: torch.dtype, shape: list[int], nbytes: int) -> Any:
+    """A received descriptor: imported by this process's codec (a worker), else kept as a :class:`Handle`."""
+    name = str(dtype).removeprefix("torch.")
+    if _CODEC is None:
+        return Handle(fd, kind, name, shape, nbytes, close_after_send=False)
+    try:
+        return _CODEC.import_(kind, fd, dtype, shape, nbytes)
+    except Exception as exc:  # the sender's buffer, the sender's fault: judged as a wrong output
+        return {"handoff_error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+
+
 def recv(conn: Connection, max_bytes: int | None = None, deadline: float | None = None) -> Any:
     """Receive one message; every tensor is a fresh, receiver-owned CPU tensor. ``max_bytes`` bounds the tensor
     bytes the message may declare (default MAX_MESSAGE_BYTES): a larger message is refused before anything is
@@ -215,18 +396,27 @@ def recv(conn: Connection, max_bytes: int | None = None, deadline: float | None 
     if size:
         _read_exact(fd, memoryview(data), deadline)
     body, specs = _parse_header(bytes(data))
-    declared = sum(nbytes for _, _, nbytes in specs)
+    declared = sum(nbytes for _, _, nbytes, _ in specs)
     if declared > budget:
         raise WireError(f"reply declares {declared} tensor bytes, over its budget of {budget}")
-    tensors: list[torch.Tensor] = []
-    for dtype, shape, nbytes in specs:
-        t = _empty(shape, dtype=dtype)
-        if nbytes:
-            got = _frame_length(fd, deadline)
-            if got != nbytes:
-                raise WireError(f"tensor frame of {got} bytes, {nbytes} declared")
-            _read_exact(fd, memoryview(_bytes_view(t)).cast("B"), deadline)
-        tensors.append(t)
+    wanted = sum(1 for *_, kind in specs if kind is not None)
+    fds = _recv_handles(fd, wanted, deadline) if wanted else []
+    tensors: list[Any] = []
+    try:
+        for dtype, shape, nbytes, kind in specs:
+            if kind is not None:
+                tensors.append(_received(fds.pop(0), kind, dtype, shape, nbytes))
+                continue
+            t = _empty(shape, dtype=dtype)
+            if nbytes:
+                got = _frame_length(fd, deadline)
+                if got != nbytes:
+                    raise WireError(f"tensor frame of {got} bytes, {nbytes} declared")
+                _read_exact(fd, memoryview(_bytes_view(t)).cast("B"), deadline)
+            tensors.append(t)
+    finally:
+        for left in fds:  # descriptors of a message that failed part-way
+            os.close(left)
 
     def walk(x: Any) -> Any:
         if isinstance(x, dict):

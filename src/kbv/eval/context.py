@@ -91,6 +91,12 @@ class PairContext:
     def collect(self, worker: Worker) -> None:
         """What a finished worker reported about its environment (tamper) and its confinement."""
         self.tamper[worker.spec.role] |= worker.tamper
+        if worker.handoffs:  # outputs that reached the judge as descriptors (kbv.worker.handoff), per stage
+            mine = self.draft.env.setdefault("output_handoff", {}).setdefault(worker.spec.stage, {})
+            for kind, seen in worker.handoffs.items():
+                total = mine.setdefault(kind, {"outputs": 0, "bytes": 0})
+                total["outputs"] += seen["outputs"]
+                total["bytes"] += seen["bytes"]
         if worker.spec.role == "candidate" and worker.isolation:
             self.draft.env.setdefault("isolation", {})["achieved"] = worker.isolation
 

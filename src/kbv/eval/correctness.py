@@ -29,32 +29,6 @@ def as_float(x: Any) -> float:
     return float(x) if isinstance(x, (int, float)) else float("inf")
 
 
-def same_outputs(a: dict[str, Any], b: dict[str, Any]) -> tuple[bool, float | None]:
-    """Whether two candidate replies hold the same output bits (NaN equal to NaN), and the largest difference."""
-    import torch
-
-    items_a, items_b = a.get("outputs", []), b.get("outputs", [])
-    if len(items_a) != len(items_b):
-        return False, None
-    same, worst = True, 0.0
-    for x, y in zip(items_a, items_b):
-        tx, ty = x.get("tensor"), y.get("tensor")
-        if not isinstance(tx, torch.Tensor) or not isinstance(ty, torch.Tensor):
-            continue
-        if tx.shape != ty.shape or tx.dtype != ty.dtype:
-            return False, None
-        if torch.equal(tx, ty):
-            continue
-        if tx.is_floating_point():
-            both_nan = torch.isnan(tx) & torch.isnan(ty)
-            if bool((both_nan | (tx == ty)).all()):
-                continue
-            diff = (tx.double() - ty.double()).abs().masked_fill(both_nan, 0.0)
-            worst = max(worst, float(diff.nan_to_num(nan=float("inf")).max()))
-        same = False
-    return same, (None if same else worst)
-
-
 def poisoned(ref_out: dict[str, Any], which: int) -> dict[str, Any]:
     """What a candidate forward in correctness is sent beside the seed: poison for the freed blocks of the sizes the
     call will allocate (its outputs, as the reference's are, plus small-pool blocks) and guard bands around its
@@ -243,7 +217,8 @@ class CorrectnessStage:
         again = self.cand_call(candidate, msg | poisoned(ref_out, 1))
         self.check_input_use(again, ref_out, "D1")
         judged = self.ref_call(reference, self.judge_msg(again))
-        identical, max_diff = same_outputs(first, again)
+        same = self.ref_call(reference, {"cmd": "same", "a": first, "b": again})  # the judge compares the bits
+        identical, max_diff = bool(same["identical"]), same["max_abs_difference"]
         self.notes["poison"] = {
             "bytes": [f"0x{b:02X}" for b in POISON_BYTES], "seed": seed, "passed": bool(judged["comparison"]["passed"]),
             "identical": identical, "max_abs_difference": max_diff}

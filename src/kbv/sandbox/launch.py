@@ -194,6 +194,7 @@ class Worker:
     def __init__(self, spec: WorkerSpec, deadline: float):
         self.spec = spec
         self.tamper: set[str] = set()  # what the worker reported changed in its environment, over all replies
+        self.handoffs: dict[str, dict[str, int]] = {}  # outputs received as descriptors, by kind: count and bytes
         spec.work_dir.mkdir(parents=True, exist_ok=True)
         if _STOPPED.is_set():
             raise WorkerFailure("interrupted", "kbv was interrupted")
@@ -256,6 +257,10 @@ class Worker:
         if not isinstance(reply, dict) or "ok" not in reply:
             self.kill()
             raise WorkerFailure("protocol", "reply is not a status object", self.log_tail())
+        for handle in wire.handles_in(reply):
+            seen = self.handoffs.setdefault(handle.kind, {"outputs": 0, "bytes": 0})
+            seen["outputs"] += 1
+            seen["bytes"] += handle.nbytes
         if reply.get("tamper"):
             self.tamper.update(str(t) for t in reply["tamper"])
         if not reply["ok"]:

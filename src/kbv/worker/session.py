@@ -22,12 +22,14 @@ import torch
 from kbv import wire
 from kbv.worker import confine
 from kbv.protocol import BASELINES, BURST_INPUT_SETS, DEFERRED_WRITE_WAIT_S, DISTRIBUTIONS, TIMING_RULES, timed_call, WORKER_FILE_BYTES_MAX
-from kbv.worker import backends, guard, inputs, integrity, loading, memory, recorder, timer
+from kbv.worker import backends, guard, handoff, inputs, integrity, loading, memory, recorder, timer
 
 _Tensor = torch.Tensor
 _as_subclass = torch.Tensor.as_subclass
 _monotonic = time.monotonic
 _DISTRIBUTIONS = {d.name: d for d in DISTRIBUTIONS}
+# Replies whose outputs go to the judge: large ones leave a candidate worker as descriptors (kbv.worker.handoff)
+HANDOFF_COMMANDS = frozenset({"forward", "fallback", "kept"})
 
 
 def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -77,6 +79,23 @@ def _describe_output(out: Any) -> tuple[str, list[Any]]:
         else:
             described.append({"not_a_tensor": type(item).__module__ + "." + type(item).__qualname__})
     return structure, described
+
+
+def _on_device(reply: dict[str, Any], device: str) -> dict[str, Any]:
+    """A relayed candidate reply's outputs on the judge's device; an output whose handoff failed to import stands
+    as what it is, not a tensor (judged wrong)."""
+    outputs = []
+    for item in reply.get("outputs", []):
+        item = dict(item)
+        for key in ("tensor", "tensor_data"):
+            value = item.get(key)
+            if isinstance(value, dict) and "handoff_error" in value:
+                item = {"not_a_tensor": "output handoff failed: " + str(value["handoff_error"])}
+                break
+            if isinstance(value, _Tensor):
+                item[key] = value.to(device)
+        outputs.append(item)
+    return dict(reply, outputs=outputs)
 
 
 class Session:
@@ -238,17 +257,22 @@ class Session:
 
         from kbv import judge  # imported here: candidate workers never load the judge
 
-        candidate = msg["candidate"]
-        for item in candidate.get("outputs", []):
-            for key in ("tensor", "tensor_data"):
-                if isinstance(item.get(key), _Tensor):
-                    item[key] = item[key].to(self.device)
+        candidate = _on_device(msg["candidate"], self.device)
         reference = {"structure": self.kept[0], "outputs": self.kept[1]}
         comparison = judge.compare_outputs(candidate, reference, msg["precision"])
         result = asdict(comparison)
         result.pop("per_output", None)
         tolerance = float(msg.get("standard_tolerance", judge.STANDARD_ATOL))
         return {"comparison": result, "standard": judge.standard_check(candidate, reference, tolerance)}
+
+    def cmd_same(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Reference role only: whether two candidate replies (relayed by the parent) hold the same output bits."""
+        if self.spec["role"] != "reference":
+            raise RuntimeError("same: reference role only")
+        from kbv import judge
+
+        identical, worst = judge.same_outputs(_on_device(msg["a"], self.device), _on_device(msg["b"], self.device))
+        return {"identical": identical, "max_abs_difference": worst}
 
     def cmd_buffers(self, msg: dict[str, Any]) -> dict[str, Any]:
         assert self.model is not None
@@ -400,12 +424,16 @@ class Session:
         call, prepare = self._timed_call(msg)
         phase = msg.get("phase")
         if phase == "prepare":
+            memory.measuring_allocator()
             prepare(1)
             memory.trim()
             return {"memory": {}}
         if phase == "run":
-            out = call()
-            del out
+            try:
+                out = call()
+                del out
+            finally:
+                memory.timing_allocator()
             return {"memory": {}}
         if self.device.startswith("cuda"):  # one warm call first: one-time setup (library handles) is not a peak
             prepare(0)
@@ -470,7 +498,7 @@ def _isolate(spec: dict[str, Any]) -> None:
     if spec.get("threads"):
         torch.set_num_threads(int(spec["threads"]))
     if spec["device"] == "cpu":
-        memory.fix_malloc_thresholds()
+        memory.timing_allocator()
 
 
 def _read_spec(conn: Connection) -> dict[str, Any]:
@@ -498,11 +526,13 @@ def main(conn: Connection, spec: dict[str, Any] | None = None) -> None:
     except BaseException as exc:  # the problem itself failed to load
         wire.send(conn, _error(exc))
         os._exit(1)
+    wire.use_codec(handoff.Codec(session.device))
+    handoff_role = spec["role"] == "candidate"
     handlers = {"import": session.cmd_import, "setup": session.cmd_setup, "forward": session.cmd_forward,
                 "judge": session.cmd_judge, "precision": session.cmd_precision, "perturb": session.cmd_perturb,
                 "load": session.cmd_load, "fallback": session.cmd_fallback, "buffers": session.cmd_buffers, "time": session.cmd_time,
                 "memory": session.cmd_memory, "burst": session.cmd_burst, "kept": session.cmd_kept,
-                "drop": session.cmd_drop}
+                "drop": session.cmd_drop, "same": session.cmd_same}
     wire.send(conn, {"ok": True, "pid": os.getpid(), "isolation": isolation})
     while True:
         try:
@@ -513,7 +543,8 @@ def main(conn: Connection, spec: dict[str, Any] | None = None) -> None:
             os._exit(0)
         try:
             reply = {"ok": True, **handlers[msg["cmd"]](msg), "tamper": session.integrity.changes()}
-            header, tensors = wire.split(reply)  # copy out to host now, inside the error handling
+            # copied out (to host, or to a shared buffer) now, inside the error handling
+            header, tensors = wire.split(reply, handoff=handoff_role and msg.get("cmd") in HANDOFF_COMMANDS)
         except BaseException as exc:  # anything the candidate raises, SystemExit included
             try:
                 sys.stdout.flush()

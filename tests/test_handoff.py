@@ -1,0 +1,216 @@
+"""Large outputs handed to the judge as descriptors (kbv.worker.handoff, kbv.wire): the parent relays them unread,
+the judge imports only sealed buffers of the declared size, and whatever else a candidate sends is a wrong output,
+never an evaluator failure. In-process: both ends of real socketpairs, no worker."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import socket
+import time
+from multiprocessing.connection import Connection
+from typing import Any, Iterator
+
+import pytest
+import torch
+
+from kbv import judge, wire
+from kbv.protocol import HANDOFF_MIN_BYTES
+from kbv.worker import handoff
+from kbv.worker.session import _on_device
+
+
+@pytest.fixture
+def codec() -> Iterator[handoff.Codec]:
+    yield handoff.Codec("cpu")
+    wire.use_codec(None)
+
+
+def pair() -> tuple[Connection, Connection]:
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    return Connection(a.detach()), Connection(b.detach())
+
+
+def relay(reply: dict[str, Any], codec: handoff.Codec, deadline: float | None = None) -> tuple[Any, Any]:
+    """Candidate worker -> parent -> judge, as kbv does it: what the parent holds and what the judge gets."""
+    cand_end, parent_from_cand = pair()
+    parent_to_judge, judge_end = pair()
+    wire.use_codec(codec)  # the candidate worker
+    wire.send_parts(cand_end, *wire.split(reply, handoff=True), deadline=deadline)
+    wire.use_codec(None)  # the parent
+    held = wire.recv(parent_from_cand, deadline=deadline)
+    wire.send(parent_to_judge, {"cmd": "judge", "candidate": held}, deadline)
+    wire.use_codec(codec)  # the judge
+    got = wire.recv(judge_end, deadline=deadline)
+    for c in (cand_end, parent_from_cand, parent_to_judge, judge_end):
+        c.close()
+    return held, got["candidate"]
+
+
+def big(seed: int = 0) -> torch.Tensor:
+    return torch.randn(HANDOFF_MIN_BYTES // 4 + 17, generator=torch.Generator().manual_seed(seed))
+
+
+@pytest.mark.parametrize("with_deadline", [False, True])
+def test_a_large_output_reaches_the_judge_as_a_descriptor_the_parent_never_reads(codec, with_deadline):
+    deadline = time.monotonic() + 60 if with_deadline else None
+    out, small = big(), torch.arange(5.0)
+    held, got = relay({"outputs": [{"tensor": out}, {"tensor": small}, {"tensor": out}]}, codec, deadline)
+    handles = wire.handles_in(held)
+    assert len(handles) == 1 and handles[0].kind == "host" and handles[0].nbytes == out.numel() * 4
+    assert isinstance(held["outputs"][1]["tensor"], torch.Tensor)  # small outputs still travel through the pipe
+    assert held["outputs"][0]["tensor"] is held["outputs"][2]["tensor"]  # one view sent once
+    assert not hasattr(handles[0], "numpy") and not isinstance(handles[0], torch.Tensor)
+    assert torch.equal(got["outputs"][0]["tensor"], out) and torch.equal(got["outputs"][1]["tensor"], small)
+    assert got["outputs"][0]["tensor"].data_ptr() != out.data_ptr()
+
+
+def test_without_handoff_the_same_output_travels_through_the_pipe(codec):
+    wire.use_codec(codec)
+    header, tensors = wire.split({"outputs": [{"tensor": big()}]}, handoff=False)
+    assert not any(isinstance(t, wire.Handle) for t in tensors)
+
+
+def test_the_judge_refuses_an_unsealed_buffer_a_candidate_could_still_change(codec):
+    """A memfd written but never sealed: the sender could rewrite it after the judge's checks."""
+    t = big()
+    fd = os.memfd_create("x", os.MFD_ALLOW_SEALING)
+    os.write(fd, t.numpy().tobytes())
+    with pytest.raises(handoff.HandoffError, match="not sealed"):
+        handoff.import_host(fd, torch.float32, list(t.shape), t.numel() * 4)
+
+
+def test_the_judge_refuses_a_buffer_of_another_size_or_no_memfd_at_all(codec, tmp_path):
+    t = big()
+    fd = handoff.export_host(t[:-1])
+    with pytest.raises(handoff.HandoffError, match="declared"):
+        handoff.import_host(fd, torch.float32, list(t.shape), t.numel() * 4)
+    path = tmp_path / "f"
+    path.write_bytes(t.numpy().tobytes())
+    with pytest.raises(handoff.HandoffError, match="not a sealed"):
+        handoff.import_host(os.open(path, os.O_RDONLY), torch.float32, list(t.shape), t.numel() * 4)
+
+
+def test_sealed_means_the_sender_cannot_write_it_afterwards():
+    fd = handoff.export_host(big())
+    assert fcntl.fcntl(fd, fcntl.F_GET_SEALS) & handoff.SEALS == handoff.SEALS
+    with pytest.raises(PermissionError):
+        os.pwrite(fd, b"\0" * 8, 0)
+    os.close(fd)
+
+
+class ForgingCodec(handoff.Codec):
+    """A candidate's own exporter: hands over a descriptor that is not a sealed copy of its output."""
+
+    def __init__(self, make_fd):
+        super().__init__("cpu")
+        self.make_fd = make_fd
+
+    def export(self, t):
+        return "host", self.make_fd(t)
+
+
+def unsealed(t: torch.Tensor) -> int:
+    fd = os.memfd_create("forged", os.MFD_ALLOW_SEALING)
+    os.write(fd, t.numpy().tobytes())
+    return fd
+
+
+def test_a_forged_descriptor_is_a_wrong_output_not_an_evaluator_failure(codec):
+    t = big()
+    cand_end, parent_from_cand = pair()
+    parent_to_judge, judge_end = pair()
+    wire.use_codec(ForgingCodec(unsealed))
+    wire.send_parts(cand_end, *wire.split({"structure": "single", "outputs": [{"tensor": t}]}, handoff=True))
+    wire.use_codec(None)
+    held = wire.recv(parent_from_cand)
+    wire.send(parent_to_judge, {"candidate": held})
+    wire.use_codec(codec)
+    got = _on_device(wire.recv(judge_end)["candidate"], "cpu")
+    assert "output handoff failed" in got["outputs"][0]["not_a_tensor"]
+    reference = {"structure": "single", "outputs": [{"tensor": t}]}
+    comparison = judge.compare_outputs(got, reference, "fp32")
+    assert not comparison.passed and "handoff failed" in comparison.reason
+
+
+def test_a_message_whose_descriptors_do_not_match_its_header_is_refused():
+    cand_end, parent_end = pair()
+    header = wire.json.dumps({"body": {"__tensor__": 0}, "__tensors__": [
+        {"dtype": "float32", "shape": [4], "nbytes": 16, "handle": "host"},
+        {"dtype": "float32", "shape": [4], "nbytes": 16, "handle": "host"}]}).encode()
+    fd = handoff.export_host(torch.zeros(4))
+    wire.send_parts(cand_end, header, [wire.Handle(fd, "host", "float32", [4], 16, close_after_send=True)])
+    with pytest.raises(wire.WireError, match="handles frame"):
+        wire.recv(parent_end)
+
+
+def test_an_unknown_handle_kind_is_refused_before_any_descriptor_is_read():
+    cand_end, parent_end = pair()
+    header = wire.json.dumps({"body": 0, "__tensors__": [
+        {"dtype": "float32", "shape": [4], "nbytes": 16, "handle": "dmabuf"}]}).encode()
+    cand_end.send_bytes(header)
+    with pytest.raises(wire.WireError, match="unknown handle kind"):
+        wire.recv(parent_end)
+
+
+def test_handles_count_against_the_reply_budget(codec):
+    cand_end, parent_end = pair()
+    wire.use_codec(codec)
+    wire.send_parts(cand_end, *wire.split({"outputs": [{"tensor": big()}]}, handoff=True))
+    wire.use_codec(None)
+    with pytest.raises(wire.WireError, match="budget"):
+        wire.recv(parent_end, max_bytes=HANDOFF_MIN_BYTES // 2)
+
+
+def test_same_outputs_is_decided_by_the_judge_on_relayed_outputs(codec):
+    a = big(1)
+    b = a.clone()
+    b[3] += 1.0
+    _, first = relay({"outputs": [{"tensor": a}]}, codec)
+    _, again = relay({"outputs": [{"tensor": a.clone()}]}, codec)
+    _, other = relay({"outputs": [{"tensor": b}]}, codec)
+    assert judge.same_outputs(first, again) == (True, None)
+    identical, worst = judge.same_outputs(first, other)
+    assert not identical and worst == pytest.approx(1.0)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_a_cuda_output_is_handed_over_as_a_vmm_descriptor_and_snapshotted():
+    gpu = handoff.Codec("cuda:0")
+    out = torch.randn(HANDOFF_MIN_BYTES // 4 * 3 + 5, device="cuda")
+    held, got = relay({"outputs": [{"tensor": out}]}, gpu)
+    assert [h.kind for h in wire.handles_in(held)] == ["cuda"]
+    snap = got["outputs"][0]["tensor"]
+    assert snap.is_cuda and torch.equal(snap, out) and snap.data_ptr() != out.data_ptr()
+    fd = handoff.export_cuda(out[: out.numel() // 2])  # a buffer smaller than declared does not map
+    with pytest.raises(handoff.HandoffError):
+        handoff.import_cuda(fd, torch.float32, list(out.shape), out.numel() * 4, 0)
+
+
+@pytest.mark.slow
+def test_an_evaluation_judges_large_outputs_through_handoff(tmp_path):
+    """Whole pairs on the CPU, the sandbox on: an honest kernel with a 2 MiB output is correct with every judged
+    output handed over (the record says how many), and a wrong one is still caught through the same route."""
+    from conftest import ROOT
+    from kbv.eval.pair import EvalOptions
+    from kbv.eval.runner import run_pairs
+    from kbv.problems import load_problem
+    from kbv.problems.candidates import Candidate, Pair
+    from kbv.records import read_records
+
+    problem = load_problem(ROOT / "tests/problems/handoff/level1/1_ReLU_2MiB.py")
+    wrong = tmp_path / "wrong.py"
+    wrong.write_text("import torch\n\nclass ModelNew(torch.nn.Module):\n"
+                     "    def forward(self, x):\n        return torch.relu(x) + (x < 0).float() * 1e-2\n")
+    pairs = [Pair(problem, Candidate.from_path(ROOT / "tests/candidates/fallback_torch_relu.py", sample=0)),
+             Pair(problem, Candidate.from_path(wrong, sample=1))]
+    out = tmp_path / "r.jsonl"
+    run_pairs(pairs, EvalOptions(device="cpu", timeout=60.0, build_timeout=20.0), out)
+    records = {r["sample"]: r for r in read_records(out)}
+    honest, caught = records[0], records[1]
+    assert honest["verdict"] == "correct", honest["error"]
+    handed = honest["env"]["output_handoff"]
+    assert handed["correctness"]["host"]["outputs"] >= 6 and handed["performance"]["host"]["outputs"] >= 1
+    assert honest["correctness"]["poison"]["identical"] is True
+    assert caught["verdict"] == "incorrect" and caught["env"]["output_handoff"]["correctness"]["host"]["outputs"]
