@@ -177,7 +177,7 @@ def test_same_outputs_is_decided_by_the_judge_on_relayed_outputs(codec):
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_a_cuda_output_is_handed_over_as_a_vmm_descriptor_and_snapshotted():
-    gpu = handoff.Codec("cuda:0")
+    gpu = handoff.Codec("cuda:0", ("host", "cuda"))
     out = torch.randn(HANDOFF_MIN_BYTES // 4 * 3 + 5, device="cuda")
     held, got = relay({"outputs": [{"tensor": out}]}, gpu)
     assert [h.kind for h in wire.handles_in(held)] == ["cuda"]

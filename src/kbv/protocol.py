@@ -320,7 +320,8 @@ PRESETS: Final = {"reward": {"protocol": "verified", "reuse_reference_timing": T
 # before anything is allocated (a runtime_error of the candidate, with the reason).
 REPLY_OUTPUT_FACTOR: Final = 2
 REPLY_SLACK_BYTES: Final = 4 * 2**20
-# A candidate's output of this size or more reaches the judge as a file descriptor (a CUDA VMM allocation on a
-# GPU, a sealed memfd on the CPU) that the parent relays unread, never through pipes or host memory
-# (kbv.worker.handoff); smaller ones are copied through the pipe.
+# A candidate's output of this size or more reaches the judge as a file descriptor that the parent relays unread
+# (kbv.worker.handoff): a sealed memfd for CPU outputs; for CUDA outputs a VMM allocation that never passes through
+# host memory, opt in (KBV_CUDA_HANDOFF=1, EvalOptions.cuda_handoff) until it has been checked on a GPU, else they
+# are copied through the pipe as smaller ones are.
 HANDOFF_MIN_BYTES: Final = 1 * 2**20

@@ -74,6 +74,11 @@ def publish_build(spec: WorkerSpec) -> None:
         write_atomic(Path(ext).parent / BUILD_COMPLETE, "complete\n")
 
 
+def handoff_kinds(options: EvalOptions) -> tuple[str, ...]:
+    """The output descriptors workers use: sealed memfds always, CUDA VMM allocations when ``cuda_handoff``."""
+    return ("host", "cuda") if options.cuda_handoff else ("host",)
+
+
 def candidate_spec(problem: Problem, candidate: Candidate, options: EvalOptions, device: str, gpu: int | None,
                    scratch: Path, stage: str, shape: dict[str, Any] | None = None) -> WorkerSpec:
     """A candidate worker's spec. When sandboxing, the candidate and problem files are copied into a private work
@@ -110,7 +115,7 @@ def candidate_spec(problem: Problem, candidate: Candidate, options: EvalOptions,
         precision=options.precision, mode=problem.mode, work_dir=work, log_path=scratch / f"{stage}-candidate.log",
         candidate_path=candidate_path, unscaled=problem.unscaled_inputs, env=env,
         threads=options.resolved_threads(device), confine=confine_spec, stage=stage, shape=shape,
-        problem_sha256=problem.source_sha256,
+        problem_sha256=problem.source_sha256, handoff=handoff_kinds(options),
     )
 
 
@@ -133,4 +138,5 @@ def reference_spec(problem: Problem, options: EvalOptions, device: str, gpu: int
         precision=options.precision, mode=problem.mode, work_dir=work, log_path=scratch / f"{stage}-reference.log",
         unscaled=problem.unscaled_inputs, env=_reference_env(device, gpu, work),
         threads=options.resolved_threads(device), stage=stage, shape=shape, problem_sha256=problem.source_sha256,
+        handoff=handoff_kinds(options),
     )

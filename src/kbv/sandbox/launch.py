@@ -111,6 +111,7 @@ class WorkerSpec:
     stage: str = ""  # compile, correctness or performance
     shape: dict[str, Any] | None = None  # one shape's module-constant overrides (multi-shape problems)
     problem_sha256: str = ""  # Problem.source_sha256: the worker runs exactly these bytes (checked when set)
+    handoff: tuple[str, ...] = ("host",)  # kinds of output descriptors the worker sends or accepts (kbv.wire)
 
     def as_message(self) -> dict[str, Any]:
         return {
@@ -118,7 +119,7 @@ class WorkerSpec:
             "precision": self.precision, "mode": self.mode, "work_dir": str(self.work_dir),
             "log_path": str(self.log_path), "candidate_path": self.candidate_path, "unscaled": list(self.unscaled),
             "env": dict(self.env or {}), "threads": self.threads, "confine": dict(self.confine or {}),
-            "stage": self.stage, "shape": self.shape,
+            "stage": self.stage, "shape": self.shape, "handoff": list(self.handoff),
         }
 
 

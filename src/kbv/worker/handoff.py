@@ -242,16 +242,17 @@ class Codec:
     """What a worker registers with ``kbv.wire.use_codec``: export a large output as a descriptor (candidate
     role), import one as a tensor of its own (reference role)."""
 
-    def __init__(self, device: str):
+    def __init__(self, device: str, kinds: tuple[str, ...] = ("host",)):
         self.device = device
+        self.kinds = kinds
         self.cuda_index = (torch.device(device).index or 0) if device.startswith("cuda") else None
         self.cuda_ok = True  # turned off after the first failed export: later outputs go through the pipe
 
     def export(self, t: torch.Tensor) -> tuple[str, int] | None:
         """(kind, fd) for ``t``, or None to send it through the pipe as before."""
-        if t.device.type == "cpu":
+        if t.device.type == "cpu" and "host" in self.kinds:
             return "host", export_host(t)
-        if t.device.type == "cuda" and self.cuda_ok:
+        if t.device.type == "cuda" and "cuda" in self.kinds and self.cuda_ok:
             try:
                 return "cuda", export_cuda(t)
             except (HandoffError, OSError, RuntimeError):
@@ -259,9 +260,9 @@ class Codec:
         return None
 
     def import_(self, kind: str, fd: int, dtype: torch.dtype, shape: list[int], nbytes: int) -> torch.Tensor:
-        if kind == "host":
+        if kind == "host" and "host" in self.kinds:
             return import_host(fd, dtype, shape, nbytes)
-        if kind == "cuda" and self.cuda_index is not None:
+        if kind == "cuda" and "cuda" in self.kinds and self.cuda_index is not None:
             try:
                 return import_cuda(fd, dtype, shape, nbytes, self.cuda_index)
             except RuntimeError as exc:  # a CUDA error while copying: the candidate's buffer, the candidate's fault

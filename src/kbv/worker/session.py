@@ -526,7 +526,7 @@ def main(conn: Connection, spec: dict[str, Any] | None = None) -> None:
     except BaseException as exc:  # the problem itself failed to load
         wire.send(conn, _error(exc))
         os._exit(1)
-    wire.use_codec(handoff.Codec(session.device))
+    wire.use_codec(handoff.Codec(session.device, tuple(spec.get("handoff") or ("host",))))
     handoff_role = spec["role"] == "candidate"
     handlers = {"import": session.cmd_import, "setup": session.cmd_setup, "forward": session.cmd_forward,
                 "judge": session.cmd_judge, "precision": session.cmd_precision, "perturb": session.cmd_perturb,
