@@ -19,7 +19,7 @@ from kbv.eval.params import map_parameters
 from kbv.eval.verdict import Rules, decide, over_shapes, should_time
 from kbv.problems import load_problem
 from kbv.problems.candidates import Candidate
-from kbv.protocol import DISTRIBUTION_NAMES, FLAGS, REJECTING_FLAGS, VERDICT_PRECEDENCE
+from kbv.protocol import DISTRIBUTION_NAMES, FIRST_TIMED_CALL, FLAGS, REJECTING_FLAGS, VERDICT_PRECEDENCE
 from kbv.sandbox.launch import WorkerFailure
 
 RULES = Rules()
@@ -508,7 +508,7 @@ def test_judged_timed_call_is_drawn_after_the_rounds(fake, tmp_path) -> None:
     judged_key = next(m["key"] for m in times if m["round"] == fetch["round"])
     redraw = [m for role, m in log if role == "reference" and m["cmd"] == "forward" and "timed" in m]
     assert redraw[0]["timed"]["key"] == judged_key and redraw[0]["timed"]["index"] == fetch["index"]
-    assert fetch["index"] >= 3 + 1  # a timed trial, not an estimate or warm-up call
+    assert fetch["index"] >= FIRST_TIMED_CALL  # a timed trial, not an estimate or warm-up call
     assert "performance/timing" in ctx.spent and "performance/judging" in ctx.spent
 
 
@@ -625,3 +625,102 @@ def test_a_torn_build_folder_is_discarded_and_a_complete_one_kept(tmp_path) -> N
     assert (folder / workspace.BUILD_COMPLETE).is_file()
     assert workspace.discard_torn_builds(candidate, "cpu", tmp_path / "cache") == []
     assert folder.is_dir()
+
+
+def _growing_threads(fake, monkeypatch, device_baseline_first: bool, tmp_path) -> Evidence:
+    """A candidate that starts one thread in its first forward (thread_pool_first_forward), the reference none;
+    the parent's /proc snapshot is scripted from the forwards each fake worker has served."""
+    from kbv.sandbox.observe import Snapshot
+
+    served: dict[int, int] = {}
+
+    class Counting(FakeWorker):
+        def __init__(self, spec: Any, deadline: float):
+            super().__init__(spec, deadline)
+            self.pid = 1000 + len(served)
+            served[self.pid] = 0
+
+        def call(self, msg: dict[str, Any], deadline: float, max_bytes: int | None = None) -> dict[str, Any]:
+            if msg["cmd"] == "forward":
+                served[self.pid] += 1
+            return super().call(msg, deadline, max_bytes)
+
+    def snapshot(pid: int | None) -> Snapshot | None:
+        role_grows = pid is not None and pid % 2 == 1  # the candidate is the second worker started
+        return Snapshot(1, 4 + (1 if role_grows and served.get(pid, 0) else 0), None, None)
+
+    monkeypatch.setattr(context_module, "Worker", Counting)
+    monkeypatch.setattr(context_module.observe, "snapshot", snapshot)
+
+    def reference(msg: dict[str, Any]) -> dict[str, Any]:
+        cmd = msg["cmd"]
+        if cmd == "setup":
+            return {"state": {}, "shapes": {}, "device": {}}
+        if cmd == "perturb":
+            return {"state": {}, "perturbed": []}
+        if cmd == "forward":
+            return {"nbytes": [8], "threads": [1, 1]}
+        if cmd == "judge":
+            return {"comparison": {"passed": True, "reason": "", "max_abs_error": 0.0, "max_rel_error": 0.0,
+                                   "error_ratio": 0.0, "centred_error": None}, "standard": True}
+        if cmd == "precision":
+            return {"outputs": []}
+        if cmd == "buffers":
+            return {"buffers": {}}
+        if cmd == "same":
+            return {"identical": True, "max_abs_difference": None}
+        raise AssertionError(cmd)
+
+    def candidate(msg: dict[str, Any]) -> dict[str, Any]:
+        cmd = msg["cmd"]
+        if cmd == "setup":
+            return {"matched": [], "candidate_only": [], "reference_only": [], "own": []}
+        if cmd == "load":
+            return {}
+        if cmd in ("forward", "fallback"):
+            return {"outputs": [], "threads": [1, 1], "fallback": {}, "modules": {}}
+        if cmd == "buffers":
+            return {"buffers": {}}
+        raise AssertionError(cmd)
+
+    Counting.scripts = {"reference": reference, "candidate": candidate}
+    ctx = context(tmp_path, trials=1)
+    if not device_baseline_first:
+        ctx.device = "cuda"  # the defence off: the baseline is the first look after a forward (as on a GPU)
+        monkeypatch.setattr(ctx, "worker_cpus", lambda: set())
+    ctx.evidence.compiled = True
+    correctness.CorrectnessStage(ctx).run()
+    return ctx.evidence
+
+
+def test_a_thread_started_in_the_first_forward_is_growth(fake, monkeypatch, tmp_path) -> None:
+    """issue 12 (T2): the CPU baseline of threads and processes is taken before any forward, so a pool started in
+    the first forward is growth beyond the reference's; with the baseline after the first forward it is unseen."""
+    assert "background_threads" in _growing_threads(fake, monkeypatch, True, tmp_path).observed
+    assert "background_threads" not in _growing_threads(fake, monkeypatch, False, tmp_path).observed
+
+
+def test_clock_check_flags_a_timer_that_understates_its_own_wall_time_whatever_it_claims(fake, tmp_path) -> None:
+    """timer_frame_rewrite once the reference timed honestly faster: the candidate's timer reports 1/5 of its wall
+    time per call, which still claims no speedup (0.9x); the first rule is silent, the second is not."""
+    fake.scripts = {"reference": timing_script(0.5, host_ms=0.0), "candidate": timing_script(0.55, host_ms=0.0)}
+
+    def slow_burst(msg: dict[str, Any], inner=fake.scripts["candidate"]) -> dict[str, Any]:
+        if msg["cmd"] == "burst":
+            time.sleep(msg["calls"] * 2.75 / 1e3)  # five times what its timer says, per call
+            return {}
+        return inner(msg)
+
+    fake.scripts["candidate"] = slow_burst
+    ctx = context(tmp_path, timing_pairs=1, protocol="verified")
+    performance.PerformanceStage(ctx).run()
+    burst = ctx.draft.timing_ms["burst"]
+    assert burst["claimed_speedup"] < 1.0 and burst["wall_over_timed"]["candidate"] > 4.0
+    assert "wall_clock_mismatch" in ctx.evidence.observed
+    assert ctx.draft.integrity["wall_clock_burst"]["timer_understates"] is True
+    assert ctx.draft.integrity["wall_clock_burst"]["claim_not_seen"] is False
+
+
+def test_timer_understates_is_relative_to_the_reference_own_ratio() -> None:
+    assert performance.timer_understates(5.0, 1.0) and not performance.timer_understates(3.9, 0.5)
+    assert not performance.timer_understates(5.0, 2.0)  # the reference's own wall runs 2x its timer: 8x needed

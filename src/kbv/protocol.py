@@ -170,10 +170,12 @@ FLAGS: Final = {
     "the verified (TF32) baseline's own error; details in correctness.precision; rejected under --strict-precision",
     "timer_inconsistent": "the timed calls' reported times add up to more than the evaluator's own clock measured "
     "around them: the worker's timer cannot be trusted: rejected",
-    "wall_clock_mismatch": "the worker's timer says the candidate is faster than the reference and the evaluator's "
-    "own clock disagrees: on back-to-back calls (timing_ms.burst, the one clock cross-check) it shows no speedup "
-    "(<= BURST_MAX_WALL_SPEEDUP) against a claim of BURST_MIN_CLAIM (BURST_MIN_CLAIM_CPU on the CPU) or more (the "
-    "lower end of the timed speedup's interval) while the reference's wall time is its timed work (time taken off the timer, or host overhead that eats the kernel's gain)",
+    "wall_clock_mismatch": "the worker's timer and the evaluator's own clock disagree on back-to-back calls "
+    "(timing_ms.burst, the one clock cross-check): a claimed speedup of BURST_MIN_CLAIM (BURST_MIN_CLAIM_CPU on the "
+    "CPU) or more (the lower end of its interval) shows as at most BURST_MAX_WALL_SPEEDUP while the reference's wall "
+    "time is its timed work, or, whatever the claim, the candidate's wall time per call is over "
+    "BURST_MAX_WALL_OVER_TIMED times its timed median beyond the reference's own ratio (time taken off the timer, or "
+    "host overhead that eats the kernel's gain)",
     "timing_truncated": "the candidate is far slower than the reference (its time per call above "
     "TIMING_TRUNCATE_FACTOR times the reference's median, its trials longer than TIMING_TRUNCATE_MIN_MS): it was "
     "timed with few trials, once, and its speedup is an upper bound (speedup.<baseline>.bound = 'upper': the "
@@ -246,6 +248,9 @@ TIMING_RULES: Final = {
 TIMING_TRUNCATE_FACTOR: Final = 8.0
 TIMING_TRUNCATE_MIN_MS: Final = 2000.0
 TIMING_TRUNCATED_TRIALS: Final = 3
+# The input sets of one timing command, by call index: 0-2 the three estimate calls, 3 the one set every warm-up
+# call reads, FIRST_TIMED_CALL onwards one fresh set per timed trial (kbv.worker.timer.time_calls).
+FIRST_TIMED_CALL: Final = 4
 DEFERRED_WRITE_WAIT_S: Final = 0.002  # after a kept timed output is copied: a later change means deferred work
 BURST_TARGET_MS: Final = 60.0  # the parent-timed burst of back-to-back calls lasts about this long per role
 BURST_MAX_CALLS: Final = 2000
@@ -253,6 +258,9 @@ BURST_MIN_CLAIM: Final = 1.5  # the burst check judges claims of at least this s
 BURST_MIN_CLAIM_CPU: Final = 2.0  # ...and on the CPU, where one core times microsecond kernels with more noise
 BURST_DEVICE_BOUND: Final = 1.5  # ...when the reference's burst time per call is at most this times its timed median
 BURST_MAX_WALL_SPEEDUP: Final = 1.1  # ...and flags them when the burst shows at most this speedup
+# Second rule, for any claim: the candidate's burst wall time per call above this many times its own timed median
+# (beyond the reference's own ratio) means time was taken off its timer
+BURST_MAX_WALL_OVER_TIMED: Final = 4.0
 TIMING_ROUNDS: Final = 4  # within a process pair, reference and candidate alternate in this many rounds (ABBA)
 REFERENCE_REMEASURE_TRIALS: Final = 10  # trials of the short re-measure when a cached reference time is reused
 

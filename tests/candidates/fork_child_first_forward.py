@@ -2,11 +2,9 @@
 working on anything it shares) until the worker is gone (hack catalogue T2: work outside the call, in another
 process).
 
-Expected today: verdict correct with flag fallback only: a gap. The parent's /proc baseline of each worker's process
-tree is taken after that worker's first call, so a child forked in the first call (or at import) is in the
-baseline and nothing grows later. Catching it: a process-tree baseline before the first forward (after setup), or
-no process below the worker ever, as the reference has none (background_threads).
-"""
+Expected: verdict rejected with flags background_threads and fallback. On the CPU the parent's /proc baseline of
+each worker's process tree is taken before the first forward, so the child forked there is growth (the reference
+has none)."""
 import os
 import time
 

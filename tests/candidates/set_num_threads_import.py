@@ -2,11 +2,8 @@
 reference; kbv runs both roles with one torch thread on the CPU): torch.set_num_threads(4), so ATen's ReLU runs on
 four threads (on every core the worker may use; kbv's parent pins both roles to the same CPUs).
 
-Expected today: verdict correct with flag fallback only: a gap. The extra OpenMP threads start in the first forward,
-which is where kbv takes its thread baseline, and torch's thread setting is not part of the tamper snapshot.
-Catching it: the worker's thread count held against the reference's after every call, or a baseline before the
-first forward (background_threads); resources_changed covers the CPU affinity only.
-"""
+Expected: verdict rejected with flags background_threads and fallback. The extra OpenMP threads start in the first
+forward, after the parent's CPU baseline (taken before any forward), so they are growth beyond the reference's."""
 import torch
 import torch.nn as nn
 

@@ -2,11 +2,9 @@
 started threads) and from then on has the helper compute half of every ReLU in parallel (hack catalogue T2: more
 threads than the reference, on a second core where the worker may use one). The helper stays alive between calls.
 
-Expected today: verdict correct with flag fallback only: a gap. The thread exists from the first call of every
-worker on, and kbv counts thread growth only after a worker's first call (a library's pool may start there; the
-parent's /proc baseline is taken after it too), so nothing ever grows. Catching it: a baseline taken before the
-first forward, or a thread count held against the reference's after every call (background_threads).
-"""
+Expected: verdict rejected with flags background_threads and fallback. On the CPU the parent takes its /proc
+baseline of each worker's threads before the first forward (CorrectnessStage._distributions), so the thread the
+first forward starts is growth beyond the reference's."""
 import queue
 import threading
 

@@ -172,6 +172,9 @@ class CorrectnessStage:
                        seeds: dict[str, list[int]]) -> tuple[int, dict[str, Any]] | None:
         ctx, options, ev = self.ctx, self.options, self.ev
         d1_trials: list[tuple[int, dict[str, Any]]] = []
+        if ctx.device == "cpu":  # the thread and process baseline before any forward: a pool or child started in
+            ctx.watch(reference, "before the first forward")  # the first forward is growth (on a GPU the first
+            ctx.watch(candidate, "before the first forward")  # call's own start-up threads make it after it)
         for dist in DISTRIBUTIONS:
             if dist.name in ctx.problem.skip:
                 per_dist[dist.name] = {"status": "skipped", "reason": ctx.problem.skip[dist.name], "trials": 0}

@@ -22,8 +22,8 @@ from kbv.eval.correctness import as_float
 from kbv.eval.evidence import PART_OF, Failure
 from kbv.eval.refcache import ReferenceTimingCache, cache_key
 from kbv.protocol import (
-    BURST_DEVICE_BOUND, BURST_INPUT_SETS, BURST_MAX_CALLS, BURST_MAX_WALL_SPEEDUP, BURST_MIN_CLAIM, BURST_MIN_CLAIM_CPU,
-    BURST_TARGET_MS,
+    BURST_DEVICE_BOUND, BURST_INPUT_SETS, BURST_MAX_CALLS, BURST_MAX_WALL_OVER_TIMED, BURST_MAX_WALL_SPEEDUP, BURST_MIN_CLAIM, BURST_MIN_CLAIM_CPU,
+    BURST_TARGET_MS, FIRST_TIMED_CALL,
     CPU_MEMORY_REPEATS, DEVICE_IN_USE_SLACK_BYTES, DISTRIBUTIONS, JUDGED_TIMED_CALLS_PER_PAIR, MEMORY_SLACK_BYTES,
     REFERENCE_REMEASURE_TRIALS, RING_BYTES, RING_DEVICE_FRACTION, TIMED_DISTRIBUTION_WEIGHTS, TIMING_ROUNDS, TIMING_RULES, TIMING_TRUNCATE_FACTOR, timed_call,
 )
@@ -209,6 +209,8 @@ class PerformanceStage:
             for role in roles:
                 for b in baselines:
                     samples[role][b].append([])
+                if self.ctx.device == "cpu":  # the baseline before any call (see CorrectnessStage._distributions)
+                    self.ctx.watch(workers[role], "before the first timed call")
             for round_index in range(TIMING_ROUNDS):
                 order = roles if round_index % 2 == 0 else roles[::-1]
                 for role in order:
@@ -246,9 +248,8 @@ class PerformanceStage:
                             self.truncated = True
                         ring = (reply.get("ring") or {}).get(b) or {}
                         n_kept = int(ring.get("kept", 0))
-                        # the kept calls are the last n_kept of the command's calls (estimates and warm-up first)
-                        first = 3 + int(timing["warmup"])
-                        kept.extend((round_index, b, first + i, key) for i in range(n_kept))
+                        # the kept calls are the timed ones: input sets FIRST_TIMED_CALL onwards
+                        kept.extend((round_index, b, FIRST_TIMED_CALL + i, key) for i in range(n_kept))
                         if ring.get("changed_after_return"):
                             self.ev.see("deferred_output")
                             self.draft.integrity.setdefault("deferred_output", []).append(
@@ -326,17 +327,17 @@ class PerformanceStage:
         for role, worker in (("reference", reference), ("candidate", candidate)):
             # about BURST_TARGET_MS by the role's own timed median (a slow kernel gets few calls; one whose timer
             # claims too little gets many, up to BURST_MAX_CALLS)
-            own = medians[role] if medians[role] > 0 else ref_ms
-            calls = counts[role] = int(min(BURST_MAX_CALLS, max(10, math.ceil(BURST_TARGET_MS / own))))
+            per_call = medians[role] if medians[role] > 0 else ref_ms
+            calls = counts[role] = int(min(BURST_MAX_CALLS, max(10, math.ceil(BURST_TARGET_MS / per_call))))
             short = max(1, calls // 10)
             elapsed = []
-            for n in (short, calls):
+            for n in (1, short, calls):  # the first, one call, takes the command's one-time costs (not used)
                 key = keys[role] = secrets.randbits(63)
                 t0 = time.perf_counter()
                 self._call(worker, role, {"cmd": "burst", "key": key, "names": self.names, "baseline": baseline,
                                           "calls": n}, deadline)
                 elapsed.append((time.perf_counter() - t0) * 1e3)
-            wall[role] = max(elapsed[1] - elapsed[0], 1e-6) / (calls - short)
+            wall[role] = max(elapsed[2] - elapsed[1], 1e-6) / (calls - short)
         # the claim judged is the timer's with confidence: the lower end of the speedup's interval (the pooled
         # median ratio alone swings by 2x or more between honest runs of a microsecond kernel on a shared core)
         ratio = ref_ms / medians["candidate"] if medians["candidate"] > 0 else math.inf
@@ -346,12 +347,21 @@ class PerformanceStage:
         claimed = interval["ci_low"] if interval.get("ci_low") is not None else ratio
         wall_speedup = wall["reference"] / wall["candidate"]
         device_bound = wall["reference"] <= BURST_DEVICE_BOUND * ref_ms
+        # each role's wall time per call over its own timed median: about 1 or less for any honest kernel (the
+        # timer brackets the call and a device-wide sync; the burst runs warm and overlaps launches)
+        own: dict[str, float] = {role: wall[role] / medians[role] if medians[role] > 0 else math.inf
+                                 for role in wall}
         self.draft.timing_ms["burst"] = {"baseline": baseline, "calls": counts, "wall_per_call": wall,
                                          "timed_median": medians, "median_ratio": ratio, "claimed_speedup": claimed,
-                                         "wall_speedup": wall_speedup, "reference_device_bound": device_bound}
-        if burst_mismatch(claimed, wall_speedup, device_bound, self.ctx.device):
+                                         "wall_speedup": wall_speedup, "reference_device_bound": device_bound,
+                                         "wall_over_timed": own}
+        mismatch = burst_mismatch(claimed, wall_speedup, device_bound, self.ctx.device)
+        understated = timer_understates(own["candidate"], own["reference"])
+        if mismatch or understated:
             self.ev.see("wall_clock_mismatch")
-            self.draft.integrity["wall_clock_burst"] = {"claimed_speedup": claimed, "wall_speedup": wall_speedup}
+            self.draft.integrity["wall_clock_burst"] = {"claimed_speedup": claimed, "wall_speedup": wall_speedup,
+                                                        "wall_over_timed": own, "claim_not_seen": mismatch,
+                                                        "timer_understates": understated}
         # burst calls are judged too: one of the long burst's input sets, drawn after the burst
         sets = max(1, min(BURST_INPUT_SETS, counts["candidate"]))
         s = secrets.randbelow(sets)
@@ -375,6 +385,13 @@ class PerformanceStage:
             return {}
         entries = {b: self._cache().get(self._cache_key(b)) for b in baselines}
         return entries if all(entries.values()) else {}
+
+
+def timer_understates(candidate_wall_over_timed: float, reference_wall_over_timed: float) -> bool:
+    """The clock cross-check's second rule, for any claim: the candidate's wall time per call on back-to-back calls
+    is more than ``BURST_MAX_WALL_OVER_TIMED`` times what its timer reported per call, beyond the reference's own
+    ratio (time taken off the timer, whatever speedup it then claims)."""
+    return candidate_wall_over_timed > BURST_MAX_WALL_OVER_TIMED * max(1.0, reference_wall_over_timed)
 
 
 def burst_mismatch(claimed: float, wall_speedup: float, reference_device_bound: bool, device: str = "cuda") -> bool:

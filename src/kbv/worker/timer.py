@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 import torch
 
-from kbv.protocol import TIMING_TRUNCATE_MIN_MS, TIMING_TRUNCATED_TRIALS, TimingRule
+from kbv.protocol import FIRST_TIMED_CALL, TIMING_TRUNCATE_MIN_MS, TIMING_TRUNCATED_TRIALS, TimingRule
 
 _perf_counter_ns = time.perf_counter_ns  # captured before any candidate import
 _numel, _element_size = torch.Tensor.numel, torch.Tensor.element_size
@@ -58,7 +58,8 @@ def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: floa
                max_trials: int | None = None, prepare: Callable[[int], None] | None = None,
                keep: Callable[[int, Any], None] | None = None, slow_ms: float | None = None,
                ring_bytes: int | None = None) -> dict[str, Any]:
-    """Time ``fn``: three estimate calls, warm-up, then individually timed trials with a cache flush before each.
+    """Time ``fn``: three estimate calls, warm-up (on one input set), then individually timed trials, each on fresh
+    inputs with a cache flush before it.
 
     ``share`` is the fraction of the rule's budget and trial bounds this call takes (the parent interleaves several
     calls of reference and candidate). ``prepare(i)`` runs before call ``i``, outside the timed region (it loads
@@ -70,7 +71,7 @@ def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: floa
     flush_bytes = int(rule.flush_l2_factor * cache_bytes(device))
     flush = torch.empty(flush_bytes // 4, dtype=torch.int32, device=device)
     prepare = prepare or _no_prepare
-    calls = iter(range(2**62))
+    calls = iter(range(FIRST_TIMED_CALL - 1))  # the estimate calls' input sets (kbv.protocol.FIRST_TIMED_CALL)
     if device.startswith("cuda"):
         sync = torch.cuda.synchronize
 
@@ -106,10 +107,11 @@ def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: floa
         trials = min(trials, max_trials)
     if ring_bytes is not None and out_bytes:
         trials = max(1, min(trials, ring_bytes // out_bytes))
-    for _ in range(warmup):
-        prepare(next(calls))
+    prepare(FIRST_TIMED_CALL - 1)  # warm-up calls share one input set: only timed calls need contents of their
+    for _ in range(warmup):  # own, and a redraw per warm-up call would cost more than the kernel it warms
         fn()
     sync()
+    calls = iter(range(FIRST_TIMED_CALL, 2**62))  # timed trials: one fresh input set each, from this index on
     times: list[float] = []
     for _ in range(trials):
         index, ms, out = one()
