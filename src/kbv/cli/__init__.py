@@ -357,9 +357,10 @@ def demo(ctx, out, **flags) -> None:
 
 
 def _run_labels(paths: list[Path]) -> dict[str, Path]:
+    """A label per results file (its stem) or agent run folder (its name), made unique with primes."""
     labels: dict[str, Path] = {}
     for path in paths:
-        label = path.stem
+        label = (path.name or path.resolve().name) if path.is_dir() else path.stem
         while label in labels:
             label = f"{label}'"
         labels[label] = path
@@ -367,7 +368,7 @@ def _run_labels(paths: list[Path]) -> dict[str, Path]:
 
 
 @main.command()
-@click.argument("results", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("results", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
 @click.option("--format", "fmt", type=click.Choice(["table", "markdown", "json", "csv"]), default="table",
               show_default=True, help="table (the terminal), markdown, json or csv (both with per-candidate rows).")
 @click.option("--html", "html_out", type=click.Path(dir_okay=False, path_type=Path),
@@ -381,26 +382,54 @@ def _run_labels(paths: list[Path]) -> dict[str, Path]:
               type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="kbv generate records of a run (default: generations.jsonl beside each results file).")
 def report(results, fmt, html_out, plots_dir, suite, per_candidate, generation_files) -> None:
-    """Compare one or more results files (one per model or run), side by side."""
+    """Compare one or more results files (one per model or run) and agent run folders (kbv agent run --out DIR:
+    its final.jsonl is the run's results, its audit.jsonl the "Agent runs" section), side by side."""
+    from kbv.report.agent import AUDIT_FILE, FINAL_FILE, agent_problems, is_agent_run, load_agent_run
+    from kbv.report.metrics import universe_of
     from kbv.verify_cmd import verified_records  # warns on stderr: records failing verification, unauthenticated ones
 
     labels = _run_labels(list(results))
-    read = {label: sum(1 for _ in read_records(path, warn=_warn)) for label, path in labels.items()}
-    if not any(read.values()):
+    files: dict[str, Path] = {}  # label -> results file (an agent run's final.jsonl)
+    agent: dict[str, list[dict[str, Any]]] = {}  # label -> per-problem summaries of an agent run
+    for label, path in labels.items():
+        if not path.is_dir():
+            files[label] = path
+            continue
+        if not is_agent_run(path):
+            raise UserError(f"{path} is a folder without {AUDIT_FILE}: give results files or agent run folders "
+                            "(kbv agent run --out DIR)")
+        agent[label] = load_agent_run(path)
+        if not agent[label]:
+            raise UserError(f"{path / AUDIT_FILE}: no agent run lines (kbv.agent/1)")
+        files[label] = path / FINAL_FILE
+    read = {label: sum(1 for _ in read_records(path, warn=_warn)) if path.is_file() else 0
+            for label, path in files.items()}
+    if not any(read.values()) and not agent:
         raise UserError("no kbv records in " + ", ".join(str(p) for p in labels.values()))
     for label, n in read.items():
-        if not n:
+        if n:
+            continue
+        if label in agent:  # kept: the problems it attempted count as failed for it
+            _warn(f"{labels[label]}: no final kernels ({FINAL_FILE}); its problems count as failed")
+        else:
             _warn(f"{labels[label]}: no kbv records (left out)")
-    runs = {label: list(verified_records(path, warn=_warn)) for label, path in labels.items() if read[label]}
+    runs = {label: list(verified_records(path, warn=_warn)) if read[label] else []
+            for label, path in files.items() if read[label] or label in agent}
     from kbv.study.figures import apply_to_comparison, attach_generations, study_universe
 
+    before = list(runs)
     try:  # kbv generate's records: runs labelled by model, generated problems in the universe, generation figures
-        runs, generation = attach_generations(labels, runs, generation_files)
+        runs, generation = attach_generations(files, runs, generation_files)
     except ValueError as exc:
         raise UserError(str(exc)) from None
+    renamed = dict(zip(before, runs))  # attach_generations keeps the order
+    agent = {renamed.get(label, label): summaries for label, summaries in agent.items()}
     universe = [p.key for p in discover(suite_dir(suite, "--suite"))] if suite else study_universe(runs, generation)
+    if agent and not suite:  # a problem an agent attempted without a final kernel is failed, not absent
+        universe = sorted(set(universe if universe is not None else universe_of(runs)) | agent_problems(agent))
     comparison = compare_runs(runs, universe)
     apply_to_comparison(comparison, runs, generation)
+    comparison.agent = agent
     out = make_console()
     if fmt == "json":
         click.echo(json_report(comparison))

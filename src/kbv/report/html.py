@@ -16,6 +16,7 @@ import re
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from kbv.report.agent import AGENT_NOTE, agent_rows
 from kbv.report.metrics import (Decomposition, GroupSummary, RunComparison, attainment_of, finite_number)
 from kbv.report.text import (NO_TF32_EFFECT, ceilings_source, group_records, human_bytes, pct, speedup_cell,
                              tf32_possible, times)
@@ -35,6 +36,10 @@ PLOT_CAPTIONS = {
     "per_level": "Correct rate and fast_1 per level under both protocols.",
     "pass_at_k": "pass@k against k over every generated sample: verified (solid) and standard (dashed).",
     "tokens_vs_speedup": "Output tokens of each verified-correct sample against its verified speedup (log scales).",
+    "agent_tokens_vs_attainment": "Agent runs: tokens spent so far against the roofline attainment of the best "
+                                  "kernel, per problem.",
+    "agent_best_speedup_per_iteration": "Agent runs: the best verified speedup so far at each iteration, per "
+                                        "problem (log scale).",
 }
 
 CSS = """
@@ -439,6 +444,19 @@ def _generation_section(comparison: RunComparison) -> str:
     return generation_html(comparison.generation)
 
 
+def agent_section(comparison: RunComparison) -> str:
+    """The "Agent runs" table (``kbv.report.agent.agent_rows``), every cell escaped."""
+    if not comparison.agent:
+        return ""
+    header, rows = agent_rows(comparison.agent)
+    head = "".join(f'<th class="label">{esc(h)}</th>' if i < 2 else f"<th>{esc(h)}</th>"
+                   for i, h in enumerate(header))
+    classes = ["label" if i < 2 or h in ("final", "stop") else "wrap" if h == "best speedup series" else "num"
+               for i, h in enumerate(header)]
+    body = ["<tr>" + "".join(_td(esc(c), cls) for c, cls in zip(row, classes)) + "</tr>" for row in rows]
+    return f'<h2 id="agent">Agent runs</h2><p class="note">{esc(AGENT_NOTE)}</p>' + _table([head], body, "agent")
+
+
 def render_html(comparison: RunComparison, title: str = "kbv report") -> str:
     """The whole report as one self-contained HTML page."""
     sections = [
@@ -450,6 +468,7 @@ def render_html(comparison: RunComparison, title: str = "kbv report") -> str:
         group_table(comparison, comparison.levels, "level"),
         _placeholder_note(comparison),
         _generation_section(comparison),
+        agent_section(comparison),
         '<h2 id="plots">Plots</h2>',
         plots_section(comparison),
         '<h2 id="decomposition">From the standard to the verified figure</h2>',

@@ -480,6 +480,7 @@ class RunComparison:
     decomposition: dict[str, list[Decomposition]]
     fast_p_curves: dict[str, dict[str, list[tuple[float, float | None]]]]  # run -> protocol -> [(p, fast_p)]
     generation: dict[str, dict[str, Any]] = field(default_factory=dict)  # run -> kbv.study.figures, where generated
+    agent: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # run -> kbv.agent summaries, agent runs
 
 
 def compare_runs(runs: dict[str, list[dict[str, Any]]], suite: Iterable[str] | None = None) -> RunComparison:

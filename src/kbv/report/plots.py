@@ -13,6 +13,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from kbv.report.agent import best_speedups, tokens_vs_attainment
 from kbv.report.metrics import (
     RunComparison,
     attainment_of,
@@ -381,6 +382,93 @@ def tokens_vs_speedup_plot(comparison: Any) -> Any:
 
 
 FIGURES.update({"pass_at_k": pass_at_k_plot, "tokens_vs_speedup": tokens_vs_speedup_plot})
+
+# ---------------------------------------------------------------------------------------------------------------
+# Plots of agent runs (kbv agent run folders; the series come from kbv.report.agent; None without agent runs)
+
+
+def _agent_lines(comparison: Any, points_of: Callable[[dict[str, Any]], list[tuple[int, float]]]
+                 ) -> list[tuple[str, str, str, list[tuple[int, float]]]]:
+    """(run, problem, colour, points) per (run, problem) of the agent runs that has points."""
+    agent = getattr(comparison, "agent", None) or {}
+    lines = []
+    for i, (run, summaries) in enumerate(agent.items()):
+        colour = (run_colour(comparison, run) if run in comparison.runs
+                  else RUN_COLOURS[(len(comparison.runs) + i) % len(RUN_COLOURS)])
+        for s in summaries:
+            points = points_of(s)
+            if points:
+                lines.append((run, str(s.get("problem")), colour, points))
+    return lines
+
+
+def _agent_legend(ax: Any, lines: list[tuple[str, str, str, list[tuple[int, float]]]]) -> None:
+    if len(lines) <= 12:
+        ax.legend(loc="best")
+    else:  # many problems: one entry per run
+        from matplotlib.lines import Line2D
+
+        runs = dict.fromkeys((run, colour) for run, _, colour, _ in lines)
+        ax.legend([Line2D([], [], color=c, linewidth=2) for _, c in runs], [_text(r) for r, _ in runs], loc="best")
+
+
+def agent_tokens_vs_attainment_plot(comparison: Any) -> Any:
+    """Cumulative tokens (log) against the roofline attainment of the running best kernel, one line per (run,
+    problem) of the agent runs; iterations whose best has no attainment are left out."""
+    lines = _agent_lines(comparison, tokens_vs_attainment)
+    if not lines:
+        return None
+    plt = _plt()
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots(figsize=(8.5, 4.6), layout="constrained")
+        for n, (run, problem, colour, pts) in enumerate(lines):
+            ax.plot([t for t, _ in pts], [a for _, a in pts], drawstyle="steps-post", marker=MARKERS[n % len(MARKERS)],
+                    markersize=5, color=colour, linewidth=1.8, alpha=0.85, label=f"{_text(run)}: {_text(problem)}")
+        tokens = [t for *_, pts in lines for t, _ in pts]
+        ys = [a for *_, pts in lines for _, a in pts]
+        ax.set_xscale("log")
+        ax.set_xlim(min(tokens) / 1.5, max(tokens) * 1.5)
+        _log_axis(ax.xaxis)
+        from matplotlib.ticker import FuncFormatter
+
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))  # token counts: 2,000, not 2e+03
+        ax.set_ylim(0, max(1.05, max(ys) * 1.05))
+        ax.axhline(1.0, color="0.4", linewidth=1, linestyle=":")
+        ax.set_xlabel("tokens spent so far (prompt + completion, log scale)")
+        ax.set_ylabel("roofline attainment of the best kernel")
+        ax.set_title("Agent runs: tokens against attainment (the running best kernel)")
+        _agent_legend(ax, lines)
+    return fig
+
+
+def agent_best_speedup_plot(comparison: Any) -> Any:
+    """The running best verified speedup against the iteration, one line per (run, problem) of the agent runs."""
+    lines = _agent_lines(comparison, best_speedups)
+    if not lines:
+        return None
+    plt = _plt()
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots(figsize=(8.5, 4.6), layout="constrained")
+        for n, (run, problem, colour, pts) in enumerate(lines):
+            ax.plot([i for i, _ in pts], [v for _, v in pts], drawstyle="steps-post", marker=MARKERS[n % len(MARKERS)],
+                    markersize=5, color=colour, linewidth=1.8, alpha=0.85, label=f"{_text(run)}: {_text(problem)}")
+        speedups = [v for *_, pts in lines for _, v in pts] + [1.0]
+        ax.set_yscale("log")
+        ax.set_ylim(min(speedups) / 1.25, max(speedups) * 1.25)
+        _log_axis(ax.yaxis, "x")
+        from matplotlib.ticker import MaxNLocator
+
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.axhline(1.0, color="0.4", linewidth=1, linestyle=":")
+        ax.set_xlabel("iteration")
+        ax.set_ylabel("best verified speedup so far (log scale)")
+        ax.set_title("Agent runs: the best verified speedup per iteration")
+        _agent_legend(ax, lines)
+    return fig
+
+
+FIGURES.update({"agent_tokens_vs_attainment": agent_tokens_vs_attainment_plot,
+                "agent_best_speedup_per_iteration": agent_best_speedup_plot})
 
 
 def figures(comparison: RunComparison) -> dict[str, Figure]:

@@ -11,6 +11,7 @@ from typing import Any, Callable
 from rich.console import Console
 from rich.table import Table
 
+from kbv.report.agent import AGENT_FIELDS, AGENT_NOTE, agent_figures, agent_rows
 from kbv.report.metrics import (
     VERDICT_KEY, Decomposition, GroupSummary, RunComparison, attainment_of, finite_number, level_of_key, roofline_of,
     speedup_of, tf32_effect_possible, triton_interpreted,
@@ -349,6 +350,9 @@ def print_report(comparison: RunComparison, console: Console | None = None, per_
 
         print_table(console, "Generation (every generated sample)", *generation_rows(comparison.generation), keep=1)
         console.print(GENERATION_NOTE, highlight=False)
+    if comparison.agent:
+        print_table(console, "Agent runs", *agent_rows(comparison.agent))
+        console.print(AGENT_NOTE, highlight=False)
     console.print(
         f"Over {len(comparison.universe)} problems, one sample each (sample 0); missing kernels count as failed; "
         "two different candidates for one problem are separate runs. "
@@ -404,6 +408,8 @@ def markdown_report(comparison: RunComparison) -> str:
         from kbv.study.figures import GENERATION_NOTE, generation_rows
 
         parts += ["## Generation", "", GENERATION_NOTE, "", table(*generation_rows(comparison.generation)), ""]
+    if comparison.agent:
+        parts += ["## Agent runs", "", AGENT_NOTE, "", table(*agent_rows(comparison.agent)), ""]
     return "\n".join(parts)
 
 
@@ -445,29 +451,41 @@ def json_report(comparison: RunComparison) -> str:
     data = asdict(comparison)
     data.pop("records")
     data["candidates"] = candidate_rows(comparison)
+    if comparison.agent:  # "agent" holds the summaries as kbv.agent.audit gives them; these are derived from them
+        data["agent_figures"] = {run: [agent_figures(s) for s in summaries]
+                                 for run, summaries in comparison.agent.items()}
     return json.dumps(data, indent=2, default=str)
 
 
 def csv_report(comparison: RunComparison) -> str:
     """Group rows (kind level, family, regime) and then one row per record (kind candidate, with the columns of
-    ``CANDIDATE_FIELDS`` after the group columns; lists joined with ';')."""
+    ``CANDIDATE_FIELDS`` after the group columns; lists joined with ';'); with agent runs, one row per (run,
+    problem) of kind agent, with ``kbv.report.agent.AGENT_FIELDS`` (prefixed ``agent_``) after all the others."""
     buf = io.StringIO()
     writer = csv.writer(buf)
     fields = [f for f in GroupSummary.__dataclass_fields__ if f not in ("fast_p_verified", "fast_p_standard",
                                                                          "pass_at_k")]
     extra = [f for f in CANDIDATE_FIELDS if f != "run"]
     group_width = len(fields) + 2 * len(FAST_P_THRESHOLDS)
+    agent_cols = [f"agent_{f}" for f in AGENT_FIELDS] if comparison.agent else []
     writer.writerow(["kind", "run", *fields, *[f"fast_{p:g}_verified" for p in FAST_P_THRESHOLDS],
-                     *[f"fast_{p:g}_standard" for p in FAST_P_THRESHOLDS], *extra])
+                     *[f"fast_{p:g}_standard" for p in FAST_P_THRESHOLDS], *extra, *agent_cols])
     for kind, groups in (("level", comparison.levels), ("family", comparison.families),
                          ("regime", comparison.regimes)):
         for run in comparison.runs:
             for g in groups.get(run, []):
                 writer.writerow([kind, run, *[getattr(g, f) for f in fields],
                                  *[g.fast_p_verified[p] for p in FAST_P_THRESHOLDS],
-                                 *[g.fast_p_standard[p] for p in FAST_P_THRESHOLDS], *[""] * len(extra)])
+                                 *[g.fast_p_standard[p] for p in FAST_P_THRESHOLDS], *[""] * len(extra),
+                                 *[""] * len(agent_cols)])
     for row in candidate_rows(comparison):
         cells = [";".join(map(str, v)) if isinstance(v, list) else ("" if v is None else v)
                  for v in (row[f] for f in extra)]
-        writer.writerow(["candidate", row["run"], *[""] * group_width, *cells])
+        writer.writerow(["candidate", row["run"], *[""] * group_width, *cells, *[""] * len(agent_cols)])
+    for run, summaries in comparison.agent.items():
+        for s in summaries:
+            figures = agent_figures(s)
+            values = [";".join("" if x is None else str(x) for x in v) if isinstance(v, list)
+                      else ("" if v is None else v) for v in (figures[f] for f in AGENT_FIELDS)]
+            writer.writerow(["agent", run, *[""] * (group_width + len(extra)), *values])
     return buf.getvalue()
