@@ -265,7 +265,8 @@ def test_rejections_name_what_was_done(corpus: dict[str, dict[str, Any]]) -> Non
     mutated = corpus["mutate_input_to_match"]["correctness"]["input_use"]["mutated_inputs"]
     assert set(mutated) == {"D1", "D2", "D3", "D4", "D5", "D6"}
     memory = corpus["hidden_memory_numpy"]["memory_bytes"]
-    assert memory["candidate_peak"] >= 64 * 2**20 > memory["reference_peak"]
+    # the 64 MiB scratch (every page touched), less what the call itself returned to the heap meanwhile
+    assert memory["candidate_peak"] >= 62 * 2**20 and 32 * 2**20 > memory["reference_peak"]
 
 
 def test_answers_are_not_in_the_candidates_process(corpus: dict[str, dict[str, Any]]) -> None:

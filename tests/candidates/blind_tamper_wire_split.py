@@ -20,10 +20,10 @@ import kbv.worker.guard as _guard
 _real_split = _wire.split
 
 
-def _split(obj):
+def _split(obj, **kwargs):
     if isinstance(obj, dict) and obj.get("tamper"):
         obj = dict(obj, tamper=[])
-    return _real_split(obj)
+    return _real_split(obj, **kwargs)
 
 
 _wire.split = _split
