@@ -31,7 +31,7 @@ import torch
 from conftest import CANDIDATES, problem_path
 from kbv.fallback import classify
 from kbv.problems import load_problem
-from kbv.protocol import DISTRIBUTIONS, GUARD_BYTES, POISON_BYTES, TIMING_RULES, timed_call
+from kbv.protocol import DISTRIBUTIONS, GUARD_BYTES, POISON_BYTES, TIMING_RULES, baseline_key, timed_call
 
 RELU = problem_path("level1/5_ReLU")
 NAMES = tuple(d.name for d in DISTRIBUTIONS)
@@ -388,7 +388,7 @@ def timed_and_kept(session, key: int = 12345) -> list[tuple[int, str, torch.Tens
                       "ring_bytes": 32 * 2**20})
     out = []
     for index, _, copies, _ in session.rings[(0, "verified")]:
-        seed, dist = timed_call(key, index, NAMES)
+        seed, dist = timed_call(baseline_key(key, "verified"), index, NAMES)
         expected = torch.relu(session._inputs(seed, dist)[0])
         out.append((index, dist, copies[0]["tensor"], expected))
     return out
@@ -615,7 +615,7 @@ def test_ring_rewrite_kept_repairs_every_kept_output():
     for (r, _), ring in session.rings.items():
         assert ring
         for index, _, copies, _ in ring:
-            expected = torch.relu(session._inputs(*timed_call(keys[r], index, NAMES))[0])
+            expected = torch.relu(session._inputs(*timed_call(baseline_key(keys[r], "verified"), index, NAMES))[0])
             assert torch.equal(copies[0]["tensor"], expected), (r, index)
 
 
@@ -639,3 +639,18 @@ def test_widen_cpu_affinity_takes_every_cpu():
                 os.sched_setaffinity(t, cpus)
             except OSError:
                 pass
+
+
+def test_no_two_timed_calls_of_a_command_see_the_same_inputs():
+    """poison_rerun_detect answers honestly on inputs it has seen before: when both baselines of one timing command
+    drew their calls from one key, the second baseline's timed calls repeated the first's, so half the kept
+    outputs were right and the judged call passed half the time. Each baseline now has its own key."""
+    session = candidate_session("poison_rerun_detect")
+    session.cmd_time({"key": 777, "names": NAMES, "baselines": ["standard", "verified"], "share": 0.25,
+                      "round": 0, "ring_bytes": 32 * 2**20})
+    for baseline in ("standard", "verified"):
+        ring = session.rings[(0, baseline)]
+        assert ring
+        for index, _, copies, _ in ring:
+            x = session._inputs(*timed_call(baseline_key(777, baseline), index, NAMES))[0]
+            assert torch.equal(copies[0]["tensor"], torch.relu(x) + 1.0), (baseline, index)  # never a repeat

@@ -19,7 +19,8 @@ from kbv.eval.params import map_parameters
 from kbv.eval.verdict import Rules, decide, over_shapes, should_time
 from kbv.problems import load_problem
 from kbv.problems.candidates import Candidate
-from kbv.protocol import DISTRIBUTION_NAMES, FIRST_TIMED_CALL, FLAGS, REJECTING_FLAGS, VERDICT_PRECEDENCE
+from kbv.protocol import (DISTRIBUTION_NAMES, FIRST_TIMED_CALL, FLAGS, REJECTING_FLAGS, VERDICT_PRECEDENCE,
+                          baseline_key)
 from kbv.sandbox.launch import WorkerFailure
 
 RULES = Rules()
@@ -507,7 +508,9 @@ def test_judged_timed_call_is_drawn_after_the_rounds(fake, tmp_path) -> None:
     fetch = log[kept[0]][1]
     judged_key = next(m["key"] for m in times if m["round"] == fetch["round"])
     redraw = [m for role, m in log if role == "reference" and m["cmd"] == "forward" and "timed" in m]
-    assert redraw[0]["timed"]["key"] == judged_key and redraw[0]["timed"]["index"] == fetch["index"]
+    # each baseline's calls have their own key, derived from the command's (no two calls see the same inputs)
+    assert redraw[0]["timed"]["key"] == baseline_key(judged_key, fetch["baseline"])
+    assert redraw[0]["timed"]["index"] == fetch["index"]
     assert fetch["index"] >= FIRST_TIMED_CALL  # a timed trial, not an estimate or warm-up call
     assert "performance/timing" in ctx.spent and "performance/judging" in ctx.spent
 

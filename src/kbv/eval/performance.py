@@ -23,7 +23,7 @@ from kbv.eval.evidence import PART_OF, Failure
 from kbv.eval.refcache import ReferenceTimingCache, cache_key
 from kbv.protocol import (
     BURST_DEVICE_BOUND, BURST_INPUT_SETS, BURST_MAX_CALLS, BURST_MAX_WALL_OVER_TIMED, BURST_MAX_WALL_SPEEDUP, BURST_MIN_CLAIM, BURST_MIN_CLAIM_CPU,
-    BURST_TARGET_MS, FIRST_TIMED_CALL,
+    BURST_TARGET_MS, FIRST_TIMED_CALL, baseline_key,
     CPU_MEMORY_REPEATS, DEVICE_IN_USE_SLACK_BYTES, DISTRIBUTIONS, JUDGED_TIMED_CALLS_PER_PAIR, MEMORY_SLACK_BYTES,
     REFERENCE_REMEASURE_TRIALS, RING_BYTES, RING_DEVICE_FRACTION, TIMED_DISTRIBUTION_WEIGHTS, TIMING_ROUNDS, TIMING_RULES, TIMING_TRUNCATE_FACTOR, timed_call,
 )
@@ -249,7 +249,8 @@ class PerformanceStage:
                         ring = (reply.get("ring") or {}).get(b) or {}
                         n_kept = int(ring.get("kept", 0))
                         # the kept calls are the timed ones: input sets FIRST_TIMED_CALL onwards
-                        kept.extend((round_index, b, FIRST_TIMED_CALL + i, key) for i in range(n_kept))
+                        kept.extend((round_index, b, FIRST_TIMED_CALL + i, baseline_key(key, b))
+                                    for i in range(n_kept))
                         if ring.get("changed_after_return"):
                             self.ev.see("deferred_output")
                             self.draft.integrity.setdefault("deferred_output", []).append(

@@ -21,7 +21,8 @@ import torch
 
 from kbv import wire
 from kbv.worker import confine
-from kbv.protocol import BASELINES, BURST_INPUT_SETS, DEFERRED_WRITE_WAIT_S, DISTRIBUTIONS, TIMING_RULES, timed_call, WORKER_FILE_BYTES_MAX
+from kbv.protocol import (BASELINES, BURST_INPUT_SETS, DEFERRED_WRITE_WAIT_S, DISTRIBUTIONS, TIMING_RULES,
+                          WORKER_FILE_BYTES_MAX, baseline_key, timed_call)
 from kbv.worker import backends, guard, handoff, inputs, integrity, loading, memory, recorder, timer
 
 _Tensor = torch.Tensor
@@ -348,7 +349,6 @@ class Session:
         """Time one forward under each baseline's flags, taking ``share`` of the timing budget, with inputs from the
         command's ``key``. Candidate role: every timed call's output is kept (``ring_bytes`` bound the trials) for
         the parent to draw the judged ones from later (``kept``)."""
-        call, prepare = self._timed_call(msg)
         rule = TIMING_RULES["cuda" if self.device.startswith("cuda") else "cpu"]
         timings: dict[str, Any] = {}
         flags: dict[str, Any] = {}
@@ -360,6 +360,7 @@ class Session:
                 raise KeyError(baseline)
             flags[baseline] = backends.apply_baseline(baseline)
             self.integrity.flags_set(flags[baseline])
+            call, prepare = self._timed_call(dict(msg, key=baseline_key(int(msg["key"]), baseline)))
             name = (round_name, baseline)
             keep = self._ring(name) if keep_outputs else None
             slow = msg.get("slow_ms")
