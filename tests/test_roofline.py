@@ -419,3 +419,23 @@ def test_cpu_calibration_is_positive_and_finite() -> None:
 def test_no_ceiling_for_a_counted_precision_is_an_error() -> None:
     with pytest.raises(KeyError):
         Roofline(counts({"fp8": 10}, 10), lookup("A100 SXM 80GB"))
+
+
+def test_precount_counts_many_problems_in_one_process_and_fills_the_cache(tmp_path, monkeypatch):
+    """The runner counts every problem of a run up front in one process (a process per problem cost ~3 s each);
+    counts_cached then reads them without counting again, and a problem that fails to count is left to it."""
+    from kbv import proc as proc_module
+    from kbv import roofline as rl
+
+    suite = SUITE
+    paths = [suite / "level1" / "5_ReLU.py", suite / "level2" / "1_Gemm_Bias_ReLU.py", tmp_path / "broken.py"]
+    paths[2].write_text("import torch\nraise RuntimeError('no')\n")
+    started = []
+    real_run = proc_module.run
+    monkeypatch.setattr(rl.proc, "run", lambda cmd, *a, **k: started.append(cmd) or real_run(cmd, *a, **k))
+    assert rl.precount([(p, "small", "fp32", None) for p in paths], tmp_path / "cache") == 2
+    assert len(started) == 1 and "--batch" in started[0]
+    monkeypatch.setattr(rl, "count_isolated", lambda *a, **k: (_ for _ in ()).throw(AssertionError("recounted")))
+    for p in paths[:2]:
+        assert rl.counts_cached(p, "small", "fp32", tmp_path / "cache").total_flops > 0
+    assert rl.precount([(p, "small", "fp32", None) for p in paths[:2]], tmp_path / "cache") == 0  # all cached

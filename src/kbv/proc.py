@@ -48,14 +48,15 @@ def kill_group(pid: int) -> None:
 
 
 def run(cmd: list[str], timeout: float, *, env: dict[str, str] | None = None, cwd: str | Path | None = None,
-        capture_stdout: bool = True) -> Finished:
-    """Run ``cmd`` in a new session (kbv importable: ``kbv_env``); kill its group at ``timeout`` seconds and after it
-    returns."""
+        capture_stdout: bool = True, stdin: bytes | None = None) -> Finished:
+    """Run ``cmd`` in a new session (kbv importable: ``kbv_env``), with ``stdin`` as its input if given; kill its
+    group at ``timeout`` seconds and after it returns (what it printed until then is kept)."""
     proc = subprocess.Popen(cmd, cwd=cwd, env=kbv_env(env), stdout=subprocess.PIPE if capture_stdout else subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, start_new_session=True)
+                            stderr=subprocess.PIPE, stdin=subprocess.PIPE if stdin is not None else None,
+                            start_new_session=True)
     timed_out = False
     try:
-        out, err = proc.communicate(timeout=timeout)
+        out, err = proc.communicate(input=stdin, timeout=timeout)
     except subprocess.TimeoutExpired:
         timed_out = True
         kill_group(proc.pid)

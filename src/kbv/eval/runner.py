@@ -9,6 +9,7 @@ single slot, since concurrent CPU runs would disturb each other's timings.
 
 from __future__ import annotations
 
+import json
 import queue
 import shutil
 import signal
@@ -146,6 +147,22 @@ def device_slots(device: str) -> list[int | None]:
     return [None]
 
 
+def count_problems(pairs: Sequence[Pair], options: EvalOptions, device: str) -> None:
+    """The roofline counts of every problem and shape the pairs will time, in one counting process up front (the
+    performance stage reads them from the cache; a problem that fails here is counted, and its error recorded,
+    there)."""
+    from kbv import roofline
+
+    jobs = {(str(p.problem.path), options.resolved_profile(device, p.problem), options.precision,
+             json.dumps(overrides, sort_keys=True) if overrides is not None else None)
+            for p in pairs for _, overrides, _ in p.problem.shape_overrides()}
+    try:
+        roofline.precount([(path, profile, precision, json.loads(shape) if shape is not None else None)
+                           for path, profile, precision, shape in sorted(jobs, key=str)], options.cache_dir)
+    except OSError:  # no counting process: each pair counts its own
+        pass
+
+
 def build_candidates(pairs: Sequence[Pair], options: EvalOptions, *, build_workers: int = 1,
                      progress: Progress | None = None) -> dict[str, CompileResult]:
     """The compile stage for every distinct candidate file, ``build_workers`` at a time; results keyed by the
@@ -233,6 +250,8 @@ def _run(pairs: Sequence[Pair], todo: list[Pair], options: EvalOptions, device: 
         compiled = build_candidates(todo, options, build_workers=build_workers, progress=progress)
     except KeyboardInterrupt:
         raise Interrupted(0, len(todo), out) from None
+    count_problems([p for p in todo if (built := compiled.get(p.candidate.sha256)) is not None and built.ok], options,
+                   device)
 
     free: queue.Queue[int | None] = queue.Queue()
     for slot in slots:

@@ -226,6 +226,35 @@ def counts_cached(problem_path: str | Path, profile: str | None, precision: str,
     return counts
 
 
+def precount(jobs: Sequence[tuple[str | Path, str | None, str, dict[str, Any] | None]], cache_dir: str | Path, *,
+             fp32_matmul: str = "tf32", timeout_per_job: float = 60.0) -> int:
+    """Fill the counts cache for ``(problem_path, profile, precision, shape)`` jobs not in it yet, in one fresh
+    process for all of them (``python -m kbv.worker.flops --batch``: a process per problem pays ~3 s of start-up
+    each). A job that fails or is not reached in time is left out: ``counts_cached`` counts it alone later and
+    reports its error there. Returns how many were counted."""
+    todo: dict[Path, dict[str, Any]] = {}
+    for problem_path, profile, precision, shape in jobs:
+        profile = None if profile in (None, "default") else profile
+        path = Path(cache_dir) / "roofline" / f"{counts_key(problem_path, profile, precision, fp32_matmul, shape)}.json"
+        if not path.exists():
+            todo[path] = {"problem": str(problem_path), "profile": profile, "precision": precision,
+                          "fp32_matmul": fp32_matmul, "shape": shape}
+    if not todo:
+        return 0
+    done = proc.run([sys.executable, "-m", "kbv.worker.flops", "--batch"], 30.0 + timeout_per_job * len(todo),
+                    env=dict(os.environ, CUDA_VISIBLE_DEVICES=""), stdin=json.dumps(list(todo.values())).encode())
+    counted = 0
+    for path, line in zip(todo, done.stdout.splitlines()):
+        try:
+            result = json.loads(line)
+            counts = Counts.from_json(result["counts"])
+        except (ValueError, KeyError, TypeError):
+            continue  # an error line, or a torn last line
+        write_atomic(path, json.dumps(counts.to_json()))
+        counted += 1
+    return counted
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # python -m kbv.roofline
 

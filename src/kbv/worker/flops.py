@@ -477,16 +477,35 @@ def count(problem_path: str | Path, profile: str | None = None, precision: str =
 
 
 
+def batch(jobs: list[dict[str, Any]]) -> None:
+    """Count many problems in this one process (the first count pays the start-up, later ones milliseconds): one
+    JSON line per job, in order, ``{"counts": ...}`` or ``{"error": "..."}``, flushed as each one ends."""
+    for job in jobs:
+        try:
+            counts = count(Path(job["problem"]), job.get("profile"), job.get("precision", "fp32"),
+                           fp32_matmul=job.get("fp32_matmul", "tf32"), shape=job.get("shape"))
+            line: dict[str, Any] = {"counts": counts.to_json()}
+        except Exception as exc:  # one problem's failure is its own line
+            line = {"error": f"{type(exc).__name__}: {str(exc)[:1000]}"}
+        print(json.dumps(line), flush=True)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m kbv.worker.flops --problem P [--profile NAME] [--precision P] [--fp32-matmul M] [--shape JSON]``:
-    print the counts as JSON."""
+    print the counts as JSON; ``--batch`` reads a JSON list of such jobs from stdin instead (``batch``)."""
     parser = argparse.ArgumentParser(prog="python -m kbv.worker.flops", description="Count one problem's forward.")
-    parser.add_argument("--problem", type=Path, required=True)
+    parser.add_argument("--batch", action="store_true", help="jobs as a JSON list on stdin, one line out per job")
+    parser.add_argument("--problem", type=Path)
     parser.add_argument("--profile", default=None)
     parser.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
     parser.add_argument("--fp32-matmul", default="tf32", choices=["tf32", "ieee"])
     parser.add_argument("--shape", default=None, help="one shape's overrides as JSON (multi-shape problems)")
     args = parser.parse_args(argv)
+    if args.batch:
+        batch(json.load(sys.stdin))
+        return 0
+    if args.problem is None:
+        parser.error("--problem or --batch is required")
     shape = json.loads(args.shape) if args.shape else None
     print(json.dumps(count(args.problem, args.profile, args.precision, fp32_matmul=args.fp32_matmul,
                            shape=shape).to_json()))
