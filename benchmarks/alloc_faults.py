@@ -12,7 +12,6 @@ and the defaults reuse heap blocks. Each setting runs in a fresh process (the th
 from __future__ import annotations
 
 import argparse
-import statistics
 import subprocess
 import sys
 from pathlib import Path
