@@ -385,16 +385,14 @@ def test_a_candidate_dying_while_timed_is_evidence_not_a_verdict(fake, tmp_path)
     assert failure is not None and failure.kind == "timeout"
 
 
-def test_correctness_evidence_from_scripted_replies(fake, tmp_path) -> None:
-    """Findings of the correctness stage go to the evidence; a mutated input makes the verdict rejected."""
-    state = {"w": torch.ones(2)}
-
+def passing_reference(state: dict[str, Any], perturbed: list[str]) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """A reference worker's script for the correctness stage whose judge passes every candidate output."""
     def reference(msg: dict[str, Any]) -> dict[str, Any]:
         cmd = msg["cmd"]
         if cmd == "setup":
             return {"state": state, "shapes": {}, "device": {}}
         if cmd == "perturb":
-            return {"state": state, "perturbed": ["w"]}
+            return {"state": state, "perturbed": perturbed}
         if cmd == "forward":
             return {"nbytes": [8], "threads": [1, 1]}
         if cmd == "judge":
@@ -407,6 +405,15 @@ def test_correctness_evidence_from_scripted_replies(fake, tmp_path) -> None:
         if cmd == "same":
             return {"identical": True, "max_abs_difference": None}
         raise AssertionError(cmd)
+    return reference
+
+
+
+def test_correctness_evidence_from_scripted_replies(fake, tmp_path) -> None:
+    """Findings of the correctness stage go to the evidence; a mutated input makes the verdict rejected."""
+    state = {"w": torch.ones(2)}
+
+    reference = passing_reference(state, perturbed=["w"])
 
     def candidate(msg: dict[str, Any]) -> dict[str, Any]:
         cmd = msg["cmd"]
@@ -655,24 +662,7 @@ def _growing_threads(fake, monkeypatch, device_baseline_first: bool, tmp_path) -
     monkeypatch.setattr(context_module, "Worker", Counting)
     monkeypatch.setattr(context_module.observe, "snapshot", snapshot)
 
-    def reference(msg: dict[str, Any]) -> dict[str, Any]:
-        cmd = msg["cmd"]
-        if cmd == "setup":
-            return {"state": {}, "shapes": {}, "device": {}}
-        if cmd == "perturb":
-            return {"state": {}, "perturbed": []}
-        if cmd == "forward":
-            return {"nbytes": [8], "threads": [1, 1]}
-        if cmd == "judge":
-            return {"comparison": {"passed": True, "reason": "", "max_abs_error": 0.0, "max_rel_error": 0.0,
-                                   "error_ratio": 0.0, "centred_error": None}, "standard": True}
-        if cmd == "precision":
-            return {"outputs": []}
-        if cmd == "buffers":
-            return {"buffers": {}}
-        if cmd == "same":
-            return {"identical": True, "max_abs_difference": None}
-        raise AssertionError(cmd)
+    reference = passing_reference({}, perturbed=[])
 
     def candidate(msg: dict[str, Any]) -> dict[str, Any]:
         cmd = msg["cmd"]

@@ -412,6 +412,15 @@ def _agent_legend(ax: Any, lines: list[tuple[str, str, str, list[tuple[int, floa
         ax.legend([Line2D([], [], color=c, linewidth=2) for _, c in runs], [_text(r) for r, _ in runs], loc="best")
 
 
+def _agent_steps(plt: Any, lines: list[tuple[str, str, str, list[tuple[Any, float]]]]) -> tuple[Any, Any]:
+    """A figure with one step line per (run, problem) of ``lines``: (x, y) points, the running best's changes."""
+    fig, ax = plt.subplots(figsize=(8.5, 4.6), layout="constrained")
+    for n, (run, problem, colour, pts) in enumerate(lines):
+        ax.plot([x for x, _ in pts], [y for _, y in pts], drawstyle="steps-post", marker=MARKERS[n % len(MARKERS)],
+                markersize=5, color=colour, linewidth=1.8, alpha=0.85, label=f"{_text(run)}: {_text(problem)}")
+    return fig, ax
+
+
 def agent_tokens_vs_attainment_plot(comparison: Any) -> Any:
     """Cumulative tokens (log) against the roofline attainment of the running best kernel, one line per (run,
     problem) of the agent runs; iterations whose best has no attainment are left out."""
@@ -420,10 +429,7 @@ def agent_tokens_vs_attainment_plot(comparison: Any) -> Any:
         return None
     plt = _plt()
     with plt.rc_context(STYLE):
-        fig, ax = plt.subplots(figsize=(8.5, 4.6), layout="constrained")
-        for n, (run, problem, colour, pts) in enumerate(lines):
-            ax.plot([t for t, _ in pts], [a for _, a in pts], drawstyle="steps-post", marker=MARKERS[n % len(MARKERS)],
-                    markersize=5, color=colour, linewidth=1.8, alpha=0.85, label=f"{_text(run)}: {_text(problem)}")
+        fig, ax = _agent_steps(plt, lines)
         tokens = [t for *_, pts in lines for t, _ in pts]
         ys = [a for *_, pts in lines for _, a in pts]
         ax.set_xscale("log")
@@ -448,10 +454,7 @@ def agent_best_speedup_plot(comparison: Any) -> Any:
         return None
     plt = _plt()
     with plt.rc_context(STYLE):
-        fig, ax = plt.subplots(figsize=(8.5, 4.6), layout="constrained")
-        for n, (run, problem, colour, pts) in enumerate(lines):
-            ax.plot([i for i, _ in pts], [v for _, v in pts], drawstyle="steps-post", marker=MARKERS[n % len(MARKERS)],
-                    markersize=5, color=colour, linewidth=1.8, alpha=0.85, label=f"{_text(run)}: {_text(problem)}")
+        fig, ax = _agent_steps(plt, lines)
         speedups = [v for *_, pts in lines for _, v in pts] + [1.0]
         ax.set_yscale("log")
         ax.set_ylim(min(speedups) / 1.25, max(speedups) * 1.25)
