@@ -9,7 +9,6 @@ single slot, since concurrent CPU runs would disturb each other's timings.
 
 from __future__ import annotations
 
-import json
 import queue
 import shutil
 import signal
@@ -153,12 +152,10 @@ def count_problems(pairs: Sequence[Pair], options: EvalOptions, device: str) -> 
     there)."""
     from kbv import roofline
 
-    jobs = {(str(p.problem.path), options.resolved_profile(device, p.problem), options.precision,
-             json.dumps(overrides, sort_keys=True) if overrides is not None else None)
-            for p in pairs for _, overrides, _ in p.problem.shape_overrides()}
+    jobs = [(p.problem.path, options.resolved_profile(device, p.problem), options.precision, overrides)
+            for p in pairs for _, overrides, _ in p.problem.shape_overrides()]  # precount skips repeats
     try:
-        roofline.precount([(path, profile, precision, json.loads(shape) if shape is not None else None)
-                           for path, profile, precision, shape in sorted(jobs, key=str)], options.cache_dir)
+        roofline.precount(jobs, options.cache_dir)
     except OSError:  # no counting process: each pair counts its own
         pass
 
