@@ -188,10 +188,13 @@ def test_a_cuda_output_is_handed_over_as_a_vmm_descriptor_and_snapshotted():
         handoff.import_cuda(fd, torch.float32, list(out.shape), out.numel() * 4, 0)
 
 
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=[
+    pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")])])
 @pytest.mark.slow
-def test_an_evaluation_judges_large_outputs_through_handoff(tmp_path):
-    """Whole pairs on the CPU, the sandbox on: an honest kernel with a 2 MiB output is correct with every judged
-    output handed over (the record says how many), and a wrong one is still caught through the same route."""
+def test_an_evaluation_judges_large_outputs_through_handoff(tmp_path, device):
+    """Whole pairs, the sandbox on: an honest kernel with a 2 MiB output is correct with every judged output
+    handed over (the record says how many, by kind: sealed memfds on the CPU, VMM descriptors on CUDA), and a
+    wrong one is still caught through the same route."""
     from conftest import ROOT
     from kbv.eval.pair import EvalOptions
     from kbv.eval.runner import run_pairs
@@ -206,11 +209,13 @@ def test_an_evaluation_judges_large_outputs_through_handoff(tmp_path):
     pairs = [Pair(problem, Candidate.from_path(ROOT / "tests/candidates/fallback_torch_relu.py", sample=0)),
              Pair(problem, Candidate.from_path(wrong, sample=1))]
     out = tmp_path / "r.jsonl"
-    run_pairs(pairs, EvalOptions(device="cpu", timeout=60.0, build_timeout=20.0), out)
+    kind = "host" if device == "cpu" else "cuda"
+    run_pairs(pairs, EvalOptions(device=device, timeout=60.0 if device == "cpu" else 180.0, build_timeout=20.0,
+                                 cuda_handoff=device == "cuda"), out)
     records = {r["sample"]: r for r in read_records(out)}
     honest, caught = records[0], records[1]
     assert honest["verdict"] == "correct", honest["error"]
     handed = honest["env"]["output_handoff"]
-    assert handed["correctness"]["host"]["outputs"] >= 6 and handed["performance"]["host"]["outputs"] >= 1
+    assert handed["correctness"][kind]["outputs"] >= 6 and handed["performance"][kind]["outputs"] >= 1
     assert honest["correctness"]["poison"]["identical"] is True
-    assert caught["verdict"] == "incorrect" and caught["env"]["output_handoff"]["correctness"]["host"]["outputs"]
+    assert caught["verdict"] == "incorrect" and caught["env"]["output_handoff"]["correctness"][kind]["outputs"]
