@@ -21,6 +21,8 @@ Stages (``--stages``, in this order; ``--smoke`` = env,build,pytest,examples and
   kernels   benchmarks/kernels/check_kernels.py: the honest custom Triton kernels checked on this GPU
   bench     benchmarks/pair_cost.py: the fixed cost of one pair (64x2048 ReLU) and the reward preset's
             evaluations per hour over level-1/2 KernelBench pairs (--bench-limit)
+  builds    benchmarks/build_rate.py: distinct CUDA load_inline builds per minute (--builds-n), a cached
+            rebuild, two concurrent builds of one source
   vskb      benchmarks/vs_kernelbench.py: kbv and KernelBench's own harness on the same pairs (--vskb-pairs;
             KernelBench's code from --kb-peer, pydantic from carried wheels)
   trace     ``kbv trace`` of every shipped recipe on the GPU, ``kbv suite build`` of the production suite from
@@ -263,7 +265,8 @@ def stage_bench(out: Path, args: argparse.Namespace) -> None:
                     "    return [torch.rand(batch_size, dim)]\n\n\ndef get_init_inputs():\n    return []\n")
     runs = [("bench-fixed", ["--problems", str(relu.parent.parent), "--reference", "--device", "cuda"]),
             ("bench-reward", ["--problems", str(args.kb_dir), "--levels", args.levels or "1,2",
-                              "--limit", str(args.bench_limit),
+                              "--limit", str(args.bench_limit), *(["--only", args.bench_only] if args.bench_only else []),
+                              "--candidates", str(ROOT / "benchmarks" / "kernels" / "kernelbench"),
                               "--reference", "--device", "cuda", "--preset", "reward"])]
     for name, extra in runs:
         if name.removeprefix("bench-") not in args.bench_runs.split(","):
@@ -273,6 +276,19 @@ def stage_bench(out: Path, args: argparse.Namespace) -> None:
                             "--out", str(out / name)], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
                            timeout=900)
         say(f"[{name}]", *(out / f"{name}.log").read_text().strip().splitlines()[-25:])
+
+
+def stage_builds(out: Path, args: argparse.Namespace) -> None:
+    """benchmarks/build_rate.py: distinct CUDA load_inline builds per minute, a cached rebuild, concurrent builds
+    of one source."""
+    with (out / "builds.log").open("w") as log:
+        try:
+            subprocess.run([sys.executable, str(ROOT / "benchmarks" / "build_rate.py"), "--device", "cuda",
+                            "--n", str(args.builds_n), "--out", str(out / "builds")], stdout=log,
+                           stderr=subprocess.STDOUT, cwd=ROOT, timeout=600)
+        except subprocess.TimeoutExpired:
+            say("[builds] timeout")
+    say("[builds]", *(out / "builds.log").read_text().strip().splitlines()[-22:])
 
 
 def stage_vskb(out: Path, args: argparse.Namespace) -> None:
@@ -307,6 +323,9 @@ def main() -> int:
     ap.add_argument("--preset", default=None, help="kernelbench: a rule preset (reward)")
     ap.add_argument("--bench-limit", type=int, default=50, help="bench: pairs of the reward-preset batch")
     ap.add_argument("--bench-runs", default="fixed,reward", help="bench: which of fixed,reward to run")
+    ap.add_argument("--bench-only", default=None, help="bench: the reward batch's problem keys, comma-separated "
+                    "(with the custom kernels of benchmarks/kernels where they exist, else the reference)")
+    ap.add_argument("--builds-n", type=int, default=16, help="builds: distinct CUDA candidates to build")
     ap.add_argument("--vskb-pairs", default="level1/19_ReLU,level1/1_Square_matrix_multiplication_",
                     help="vskb: comma-separated KernelBench problem keys")
     ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "gpu-results")))
@@ -344,6 +363,8 @@ def main() -> int:
                               args.preset, args.kb_name)
         elif stage == "bench":
             stage_bench(args.out, args)
+        elif stage == "builds":
+            stage_builds(args.out, args)
         elif stage == "vskb":
             stage_vskb(args.out, args)
         elif stage == "trace":

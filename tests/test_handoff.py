@@ -215,7 +215,24 @@ def test_an_evaluation_judges_large_outputs_through_handoff(tmp_path, device):
     records = {r["sample"]: r for r in read_records(out)}
     honest, caught = records[0], records[1]
     assert honest["verdict"] == "correct", honest["error"]
-    handed = honest["env"]["output_handoff"]
+    handed = honest["env"].get("output_handoff")
+    assert handed, {k: honest["env"].get(k) for k in ("device", "isolation", "output_handoff")}
     assert handed["correctness"][kind]["outputs"] >= 6 and handed["performance"][kind]["outputs"] >= 1
     assert honest["correctness"]["poison"]["identical"] is True
     assert caught["verdict"] == "incorrect" and caught["env"]["output_handoff"]["correctness"][kind]["outputs"]
+
+
+def test_a_failed_device_export_is_remembered_with_its_reason(monkeypatch):
+    """A worker whose device export fails sends its outputs through the pipe from then on; the reason is kept
+    (the session reports it once, the record carries it as env.output_handoff.<stage>.export_failed)."""
+    from types import SimpleNamespace
+
+    def broken(t):
+        raise handoff.HandoffError("cuMemCreate: CUDA error 801 (operation not supported)")
+
+    monkeypatch.setattr(handoff, "export_cuda", broken)
+    codec = handoff.Codec("cpu", ("host", "cuda"))
+    fake = SimpleNamespace(device=SimpleNamespace(type="cuda"))
+    assert codec.export(fake) is None and not codec.cuda_ok
+    assert codec.failure == "HandoffError: cuMemCreate: CUDA error 801 (operation not supported)"
+    assert codec.export(fake) is None  # not tried again

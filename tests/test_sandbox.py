@@ -370,3 +370,44 @@ def test_cannot_open_other_processes_memory(tmp_path: Path) -> None:
     candidate.write_text(OTHER_MEMORY)
     record = evaluate(RELU, candidate, EvalOptions(**OPTIONS))
     assert record.verdict == "correct", "the candidate opened another process's memory for writing"
+
+
+def test_killing_a_worker_waits_for_its_inner_process_even_one_that_left_the_group() -> None:
+    """The launcher reports only a worker's outer process; the inner one (its PID namespace's first process) may
+    still be releasing device memory when the outer is reaped, or may have left the process group (setsid), which
+    a group kill misses. kill() kills the children it reads from /proc itself and returns once they have exited."""
+    from kbv.sandbox import launch
+
+    outer = subprocess.Popen([sys.executable, "-c", "import os, subprocess, sys, time\n"
+                              "subprocess.Popen([sys.executable, '-c', 'import os, time; os.setsid(); time.sleep(60)'])\n"
+                              "time.sleep(60)\n"], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 20
+        while not launch._children(outer.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        (inner,) = launch._children(outer.pid)
+        time.sleep(0.3)  # the inner one has left the outer one's process group by now
+
+        class Outer:  # what the launcher's _Process offers, over a process this test started
+            pid = outer.pid
+
+            def is_alive(self) -> bool:
+                return outer.poll() is None
+
+            def kill(self) -> None:
+                outer.kill()
+
+            def join(self, timeout: float | None = None) -> None:
+                try:
+                    outer.wait(timeout)
+                except subprocess.TimeoutExpired:
+                    pass
+
+        worker = launch.Worker.__new__(launch.Worker)
+        worker._proc = Outer()
+        assert os.getpgid(inner) != outer.pid
+        worker.kill()
+        assert launch._exited(inner), "the inner process outlived kill()"
+    finally:
+        outer.kill()
+        outer.wait()

@@ -321,6 +321,9 @@ REPLY_TENSORS_MAX: Final = 65536  # tensors in one message
 # A reply that has begun must be complete by the call's deadline plus this grace (a worker that stalls part-way
 # through a reply is a timeout, not a hang of the evaluator; the grace keeps a large honest transfer from failing).
 REPLY_TRANSFER_GRACE_S: Final = 60.0
+# A killed worker is waited for until every process of it has exited (its device memory released before the
+# next worker's memory-in-use baseline), at most this long.
+WORKER_EXIT_WAIT_S: Final = 10.0
 # Every file a worker writes, its stage's stdout/stderr log included, is capped at this size (RLIMIT_FSIZE, set in
 # the worker): far above any build's output, so builds are not killed by SIGXFSZ. The parent reads only a log's tail.
 WORKER_FILE_BYTES_MAX: Final = 2 * 2**30

@@ -97,6 +97,9 @@ class PairContext:
                 total = mine.setdefault(kind, {"outputs": 0, "bytes": 0})
                 total["outputs"] += seen["outputs"]
                 total["bytes"] += seen["bytes"]
+        if worker.handoff_failure:  # the worker fell back to the pipe: its outputs passed through host memory
+            self.draft.env.setdefault("output_handoff", {}).setdefault(worker.spec.stage, {})[
+                "export_failed"] = worker.handoff_failure
         if worker.spec.role == "candidate" and worker.isolation:
             self.draft.env.setdefault("isolation", {})["achieved"] = worker.isolation
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from kbv import wire
-from kbv.protocol import LOG_TAIL_BYTES, REPLY_BYTES_DEFAULT, REPLY_TRANSFER_GRACE_S
+from kbv.protocol import LOG_TAIL_BYTES, REPLY_BYTES_DEFAULT, REPLY_TRANSFER_GRACE_S, WORKER_EXIT_WAIT_S
 
 LOG_TAIL_CHARS = LOG_TAIL_BYTES
 
@@ -164,6 +164,30 @@ class _Process:
                 pass
 
 
+def _children(pid: int) -> list[int]:
+    """The direct children of ``pid`` as /proc lists them (the parent reads this itself)."""
+    try:
+        return [int(x) for x in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except (OSError, ValueError):
+        return []
+
+
+def _exited(pid: int) -> bool:
+    """Gone, or a zombie: a process's memory (device memory included) is released before it becomes one."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat[stat.rfind(")") + 2:][:1] in ("Z", "X")
+
+
+def _wait_exited(pids: list[int], deadline: float) -> None:
+    while pids and time.monotonic() < deadline:
+        pids = [p for p in pids if not _exited(p)]
+        if pids:
+            time.sleep(0.005)
+
+
 def _start(spec: WorkerSpec, message: dict[str, Any], deadline: float) -> tuple[Connection, _Process]:
     """Fork a worker from the zygote for this device kind and environment; send it its spec."""
     from kbv.sandbox import plan, zygote
@@ -196,6 +220,7 @@ class Worker:
         self.spec = spec
         self.tamper: set[str] = set()  # what the worker reported changed in its environment, over all replies
         self.handoffs: dict[str, dict[str, int]] = {}  # outputs received as descriptors, by kind: count and bytes
+        self.handoff_failure: str | None = None  # why the worker stopped exporting device outputs (its own word)
         spec.work_dir.mkdir(parents=True, exist_ok=True)
         if _STOPPED.is_set():
             raise WorkerFailure("interrupted", "kbv was interrupted")
@@ -264,6 +289,8 @@ class Worker:
             seen["bytes"] += handle.nbytes
         if reply.get("tamper"):
             self.tamper.update(str(t) for t in reply["tamper"])
+        if reply.get("handoff_failure") and self.handoff_failure is None:
+            self.handoff_failure = str(reply["handoff_failure"])[:400]
         if not reply["ok"]:
             self._proc.join(5)
             self.kill()
@@ -283,15 +310,20 @@ class Worker:
         return WorkerFailure("died", f"worker process {how}", self.log_tail(), {"exitcode": code})
 
     def kill(self) -> None:
+        """Kill the worker's process group and wait until every process of it has exited, the inner one of a PID
+        namespace too (the launcher reports only the outer one): a dead worker's device memory is released
+        before the next worker measures the device's memory in use."""
         pid = self._proc.pid
-        if pid is not None:
+        inner = _children(pid) if pid is not None else []
+        for target in ([pid] if pid is not None else []) + inner:  # the inner one even if it left the group
             try:
-                os.killpg(pid, signal.SIGKILL)
+                (os.killpg if target == pid else os.kill)(target, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
         if self._proc.is_alive():
             self._proc.kill()
         self._proc.join(5)
+        _wait_exited(inner, time.monotonic() + WORKER_EXIT_WAIT_S)
 
     def close(self) -> None:
         with _LIVE_LOCK:

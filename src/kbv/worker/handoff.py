@@ -247,6 +247,7 @@ class Codec:
         self.kinds = kinds
         self.cuda_index = (torch.device(device).index or 0) if device.startswith("cuda") else None
         self.cuda_ok = True  # turned off after the first failed export: later outputs go through the pipe
+        self.failure: str | None = None  # why, reported once to the parent (kbv.worker.session)
 
     def export(self, t: torch.Tensor) -> tuple[str, int] | None:
         """(kind, fd) for ``t``, or None to send it through the pipe as before."""
@@ -255,8 +256,9 @@ class Codec:
         if t.device.type == "cuda" and "cuda" in self.kinds and self.cuda_ok:
             try:
                 return "cuda", export_cuda(t)
-            except (HandoffError, OSError, RuntimeError):
+            except (HandoffError, OSError, RuntimeError) as exc:
                 self.cuda_ok = False
+                self.failure = f"{type(exc).__name__}: {str(exc)[:300]}"
         return None
 
     def import_(self, kind: str, fd: int, dtype: torch.dtype, shape: list[int], nbytes: int) -> torch.Tensor:

@@ -527,7 +527,9 @@ def main(conn: Connection, spec: dict[str, Any] | None = None) -> None:
     except BaseException as exc:  # the problem itself failed to load
         wire.send(conn, _error(exc))
         os._exit(1)
-    wire.use_codec(handoff.Codec(session.device, tuple(spec.get("handoff") or ("host",))))
+    codec = handoff.Codec(session.device, tuple(spec.get("handoff") or ("host",)))
+    wire.use_codec(codec)
+    failure_told = False
     handoff_role = spec["role"] == "candidate"
     handlers = {"import": session.cmd_import, "setup": session.cmd_setup, "forward": session.cmd_forward,
                 "judge": session.cmd_judge, "precision": session.cmd_precision, "perturb": session.cmd_perturb,
@@ -546,6 +548,9 @@ def main(conn: Connection, spec: dict[str, Any] | None = None) -> None:
             reply = {"ok": True, **handlers[msg["cmd"]](msg), "tamper": session.integrity.changes()}
             # copied out (to host, or to a shared buffer) now, inside the error handling
             header, tensors = wire.split(reply, handoff=handoff_role and msg.get("cmd") in HANDOFF_COMMANDS)
+            if codec.failure and not failure_told:  # outputs go through the pipe from now on: say why, once
+                failure_told = True
+                header, tensors = wire.split(reply | {"handoff_failure": codec.failure}, handoff=False)
         except BaseException as exc:  # anything the candidate raises, SystemExit included
             try:
                 sys.stdout.flush()
