@@ -34,8 +34,14 @@ from kbv.problems.candidates import Candidate, Pair, pair_candidates, write_refe
 from kbv.records import read_records  # noqa: E402
 
 
-def select(problems: str, only: str | None, levels: str | None) -> list:
+def select(problems: str, only: str | None, levels: str | None, ids: str | None = None) -> list:
+    """The problems of a suite, narrowed by level, by key (``level1/5_ReLU``) and by id ranges per level
+    (``1:1-30,2:1-20``: level 1's problems 1 to 30 and level 2's 1 to 20)."""
     found = discover(resolve_suite(problems))
+    if ids:
+        ranges = [(int(lvl), *(int(x) for x in span.split("-"))) for lvl, span in
+                  (part.split(":") for part in ids.split(","))]
+        found = [p for p in found if any(p.level == lvl and lo <= p.problem_id <= hi for lvl, lo, hi in ranges)]
     if levels:
         wanted = {int(x) for x in levels.split(",")}
         found = [p for p in found if p.level in wanted]
@@ -74,6 +80,7 @@ def main() -> int:
     ap.add_argument("--problems", default="builtin", help="a suite name or folder")
     ap.add_argument("--only", help="comma-separated problem keys (level1/5_ReLU) or file stems")
     ap.add_argument("--levels", help="comma-separated levels")
+    ap.add_argument("--ids", help="id ranges per level, e.g. 1:1-30,2:1-20")
     ap.add_argument("--limit", type=int, default=0, help="at most this many problems (0: all selected)")
     ap.add_argument("--reference", action="store_true", help="each problem's own Model as the candidate (with "
                     "--candidates: for the problems that have no candidate there)")
@@ -87,7 +94,7 @@ def main() -> int:
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
 
-    problems = select(args.problems, args.only, args.levels)
+    problems = select(args.problems, args.only, args.levels, args.ids)
     if args.limit:
         problems = problems[:args.limit]
     if not problems:

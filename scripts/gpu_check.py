@@ -265,7 +265,7 @@ def stage_bench(out: Path, args: argparse.Namespace) -> None:
                     "    return [torch.rand(batch_size, dim)]\n\n\ndef get_init_inputs():\n    return []\n")
     runs = [("bench-fixed", ["--problems", str(relu.parent.parent), "--reference", "--device", "cuda"]),
             ("bench-reward", ["--problems", str(args.kb_dir), "--levels", args.levels or "1,2",
-                              "--limit", str(args.bench_limit), *(["--only", args.bench_only] if args.bench_only else []),
+                              "--limit", str(args.bench_limit), *(["--ids", args.bench_ids] if args.bench_ids else []),
                               "--candidates", str(ROOT / "benchmarks" / "kernels" / "kernelbench"),
                               "--reference", "--device", "cuda", "--preset", "reward"])]
     for name, extra in runs:
@@ -323,8 +323,8 @@ def main() -> int:
     ap.add_argument("--preset", default=None, help="kernelbench: a rule preset (reward)")
     ap.add_argument("--bench-limit", type=int, default=50, help="bench: pairs of the reward-preset batch")
     ap.add_argument("--bench-runs", default="fixed,reward", help="bench: which of fixed,reward to run")
-    ap.add_argument("--bench-only", default=None, help="bench: the reward batch's problem keys, comma-separated "
-                    "(with the custom kernels of benchmarks/kernels where they exist, else the reference)")
+    ap.add_argument("--bench-ids", default=None, help="bench: the reward batch's problems as id ranges per level, "
+                    "e.g. 1:1-30,2:1-20 (the custom kernels of benchmarks/kernels where they exist, else the reference)")
     ap.add_argument("--builds-n", type=int, default=16, help="builds: distinct CUDA candidates to build")
     ap.add_argument("--vskb-pairs", default="level1/19_ReLU,level1/1_Square_matrix_multiplication_",
                     help="vskb: comma-separated KernelBench problem keys")
