@@ -242,6 +242,7 @@ class FakeWorker:
         self.tamper: set[str] = set()
         self.isolation: dict[str, Any] = {}
         self.handoffs: dict[str, dict[str, int]] = {}
+        self.handoff_failure: str | None = None
         self.pid = None  # no process: the parent's /proc observations see nothing
         self.script = self.scripts[spec.role]
 

@@ -26,7 +26,7 @@ class Comparison:
     centred_error: float | None = None  # ||c - r|| / ||r - mean(r)|| where criterion (2) applies
 
 
-CHUNK = 1 << 24  # elements per chunk: bounds the parent's temporary memory on large outputs
+CHUNK = 1 << 24  # elements per chunk: bounds the judge's temporary memory on large outputs
 
 
 def _chunks(t: torch.Tensor) -> list[torch.Tensor]:
@@ -182,8 +182,9 @@ def standard_check(cand_reply: dict[str, Any], ref_reply: dict[str, Any], tolera
         ref = r_item["tensor"]
         if tuple(cand.shape) != tuple(ref.shape):
             return False
-        try:
-            if not torch.allclose(cand.to(ref.dtype), ref, atol=tolerance, rtol=tolerance):
+        try:  # chunk by chunk (allclose is elementwise): bounded temporaries on a 6 GB output
+            if not all(torch.allclose(c.to(ref.dtype), r, atol=tolerance, rtol=tolerance)
+                       for c, r in zip(_chunks(cand), _chunks(ref))):
                 return False
         except RuntimeError:
             return False
@@ -205,10 +206,15 @@ def same_outputs(a: dict[str, Any], b: dict[str, Any]) -> tuple[bool, float | No
         if torch.equal(tx, ty):
             continue
         if tx.is_floating_point():
-            both_nan = torch.isnan(tx) & torch.isnan(ty)
-            if bool((both_nan | (tx == ty)).all()):
+            differs = False
+            for cx, cy in zip(_chunks(tx), _chunks(ty)):  # bounded temporaries on large outputs
+                both_nan = torch.isnan(cx) & torch.isnan(cy)
+                if bool((both_nan | (cx == cy)).all()):
+                    continue
+                differs = True
+                diff = (cx.double() - cy.double()).abs().masked_fill(both_nan, 0.0)
+                worst = max(worst, float(diff.nan_to_num(nan=float("inf")).max()))
+            if not differs:
                 continue
-            diff = (tx.double() - ty.double()).abs().masked_fill(both_nan, 0.0)
-            worst = max(worst, float(diff.nan_to_num(nan=float("inf")).max()))
         same = False
     return same, (None if same else worst)

@@ -104,8 +104,11 @@ def handles_in(obj: Any) -> list[Handle]:
             for v in x:
                 walk(v)
 
-    walk(obj)
-    return list(found.values())
+    try:
+        walk(obj)
+        return list(found.values())
+    finally:
+        walk = None  # type: ignore[assignment]  # break walk's cycle through its own cell: what it saw is freed now
 
 
 _CODEC: Any = None  # a worker's kbv.worker.handoff.Codec: export(tensor) -> (kind, fd) | None, import_(...)
@@ -180,7 +183,10 @@ def split(obj: Any, handoff: bool = False) -> tuple[bytes, list[Any]]:
             return [walk(v) for v in x]
         return x
 
-    body = walk(obj)
+    try:
+        body = walk(obj)
+    finally:  # a recursive closure is a reference cycle (walk -> its cell -> walk): broken here, so the tensors
+        walk = None  # type: ignore[assignment]  # and descriptors it captured are freed when the caller drops them
     return json.dumps({"body": body, "__tensors__": specs}, allow_nan=True).encode(), tensors
 
 
@@ -434,3 +440,5 @@ def recv(conn: Connection, max_bytes: int | None = None, deadline: float | None 
         return walk(body)
     except RecursionError:
         raise WireError("message nested too deeply") from None
+    finally:
+        walk = None  # type: ignore[assignment]  # no cycle keeps the received tensors and descriptors alive
