@@ -718,3 +718,23 @@ def test_clock_check_flags_a_timer_that_understates_its_own_wall_time_whatever_i
 def test_timer_understates_is_relative_to_the_reference_own_ratio() -> None:
     assert performance.timer_understates(5.0, 1.0) and not performance.timer_understates(3.9, 0.5)
     assert not performance.timer_understates(5.0, 2.0)  # the reference's own wall runs 2x its timer: 8x needed
+
+
+def test_the_reference_frees_its_kept_outputs_after_every_timing_command(fake, tmp_path) -> None:
+    """The reference keeps its timed outputs like the candidate (the same work while timed) but they are never
+    judged: it drops them after each command, so a pair's memory holds one side's rings, not both (on 6 GB
+    outputs both sides' rings ran the H200 out of memory)."""
+    log: list[tuple[str, str]] = []
+
+    def logged(role: str, script: Callable[[dict], dict]) -> Callable[[dict], dict]:
+        def wrapped(msg: dict[str, Any]) -> dict[str, Any]:
+            log.append((role, msg["cmd"]))
+            return script(msg)
+        return wrapped
+
+    fake.scripts = {"reference": logged("reference", timing_script(1.0, 0.0)),
+                    "candidate": logged("candidate", timing_script(1.0, 0.0))}
+    performance.PerformanceStage(context(tmp_path, timing_pairs=1)).run()
+    ref = [cmd for role, cmd in log if role == "reference"]
+    times = [i for i, cmd in enumerate(ref) if cmd == "time"]
+    assert len(times) == 4 and all(ref[i + 1] == "drop" for i in times)

@@ -229,6 +229,8 @@ class PerformanceStage:
                     t0 = time.monotonic()
                     reply = self._call(workers[role], role, msg, deadline)
                     elapsed_ms = (time.monotonic() - t0) * 1e3
+                    if role == "reference":  # it kept its outputs while timed (the same work as the candidate);
+                        self._call(reference, role, {"cmd": "drop"}, deadline)  # never judged: freed at once
                     self.ctx.watch(workers[role], f"timing round {round_index}")
                     flags[role] = reply["flags"]
                     calls, reported = 0, 0.0
