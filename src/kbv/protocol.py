@@ -342,6 +342,7 @@ REPLY_OUTPUT_FACTOR: Final = 2
 REPLY_SLACK_BYTES: Final = 4 * 2**20
 # A candidate's output of this size or more reaches the judge as a file descriptor that the parent relays unread
 # (kbv.worker.handoff): a sealed memfd for CPU outputs; for CUDA outputs a VMM allocation that never passes through
-# host memory, opt in (KBV_CUDA_HANDOFF=1, EvalOptions.cuda_handoff) until it has been checked on a GPU, else they
-# are copied through the pipe as smaller ones are.
+# host memory (on by default since its H200 runs, docs/results/h200-2026-12-01-b; KBV_CUDA_HANDOFF=0 or
+# EvalOptions.cuda_handoff=False sends them through the pipe as smaller ones are; so does a worker whose export
+# fails, and its record says why: env.output_handoff.<stage>.export_failed).
 HANDOFF_MIN_BYTES: Final = 1 * 2**20

@@ -43,8 +43,8 @@ class EvalOptions:
     build_jobs: int | None = None
     keep_scratch: bool = False
     preset: str | None = None  # a named rule set (kbv.protocol.PRESETS); it sets the fields it names
-    # large CUDA outputs reach the judge as VMM descriptors (kbv.worker.handoff); off until checked on a GPU
-    cuda_handoff: bool = field(default_factory=lambda: os.environ.get("KBV_CUDA_HANDOFF") == "1")
+    # large CUDA outputs reach the judge as VMM descriptors (kbv.worker.handoff); KBV_CUDA_HANDOFF=0 turns it off
+    cuda_handoff: bool = field(default_factory=lambda: os.environ.get("KBV_CUDA_HANDOFF", "1") != "0")
 
     def __post_init__(self) -> None:
         if self.preset is not None:

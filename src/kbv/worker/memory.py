@@ -87,10 +87,12 @@ def peak_bytes(fn: Callable[[], Any], device: str) -> dict[str, Any]:
         torch.cuda.synchronize()
         before = torch.cuda.memory_allocated()
         torch.cuda.reset_peak_memory_stats()
-        in_use_before = device_in_use(device)
+        torch.cuda.empty_cache()  # memory in use means held: blocks cached but free (autotuning, an earlier larger
+        in_use_before = device_in_use(device)  # call) differ between processes running the same code
         out = fn()
         torch.cuda.synchronize()
         peak = torch.cuda.max_memory_allocated() - before
+        torch.cuda.empty_cache()  # what the output and the candidate's own buffers hold stays counted
         in_use_after = device_in_use(device)
         del out
         return {"peak_bytes": int(peak), "method": "torch.cuda.max_memory_allocated",

@@ -57,6 +57,13 @@ def _shares_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
         return False
 
 
+def _copied(out: Any) -> tuple[str, list[Any]]:
+    """``_describe_output`` with every tensor copied now: what the call returned, whatever happens to it later."""
+    structure, items = _describe_output(out)
+    return structure, [dict(item, tensor=_Tensor.clone(item["tensor"])) if "tensor" in item else item
+                       for item in items]
+
+
 def _describe_output(out: Any) -> tuple[str, list[Any]]:
     """Flatten a forward result into (structure, items); non-tensors become descriptions, not data."""
     if isinstance(out, (tuple, list)):
@@ -323,8 +330,7 @@ class Session:
         ring: list[Any] = self.rings.setdefault(name, [])
 
         def keep(index: int, out: Any) -> None:
-            structure, items = _describe_output(out)
-            copies = [dict(item, tensor=_Tensor.clone(item["tensor"])) if "tensor" in item else item for item in items]
+            structure, copies = _copied(out)
             ring.append((index, structure, copies, out))
             if len(ring) > 1:  # only the last call's own output stays referenced (the deferred-write check)
                 ring[-2] = ring[-2][:3] + (None,)
@@ -405,16 +411,18 @@ class Session:
         flags = backends.apply_baseline(msg["baseline"])
         self.integrity.flags_set(flags)
         model = self.model
-        last: dict[int, Any] = {}
+        last: dict[int, tuple[str, list[Any]]] = {}
+        final = calls - len(sets)  # each set's last call: its output is copied when the call ends, in both roles
 
         def call(index: int) -> None:
             with torch.no_grad():
-                last[index % len(sets)] = model(*sets[index % len(sets)])
+                out = model(*sets[index % len(sets)])
+            if index >= final:  # a kernel may return one buffer of its own for every call (a CUDA graph's)
+                last[index % len(sets)] = _copied(out)
 
         timer.burst(call, self.device, calls)
         if self.spec["role"] == "candidate" and msg.get("keep", True):
-            for s, out in last.items():
-                structure, items = _describe_output(out)
+            for s, (structure, items) in last.items():
                 self.rings[("burst", s)] = [(s, structure, items, None)]
         return {"sets": len(sets)}
 
