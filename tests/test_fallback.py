@@ -79,9 +79,11 @@ def _extensions_dir(name: str, candidate: Path, tmp: Path) -> Path:
     if "cpp" in name:
         from kbv.problems.candidates import Candidate
         from kbv.files import cache_dir as default_cache_dir
-        from kbv.eval.workspace import build_dir
+        from kbv.eval.workspace import BUILD_COMPLETE, build_folders
 
-        return build_dir(Candidate.from_path(candidate), "cpu", default_cache_dir())
+        folders = build_folders(Candidate.from_path(candidate), "cpu", default_cache_dir())
+        # sandboxed (as root, CI) the pipeline builds under the sandbox build root: reuse whichever is complete
+        return next((f for f in folders if (f / BUILD_COMPLETE).exists()), folders[0])
     return tmp / name
 
 
