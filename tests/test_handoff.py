@@ -38,7 +38,7 @@ def relay(reply: dict[str, Any], codec: handoff.Codec, deadline: float | None = 
     wire.use_codec(codec)  # the candidate worker
     wire.send_parts(cand_end, *wire.split(reply, handoff=True), deadline=deadline)
     wire.use_codec(None)  # the parent
-    held = wire.recv(parent_from_cand, deadline=deadline)
+    held = wire.recv(parent_from_cand, deadline=deadline, relay=True)
     wire.send(parent_to_judge, {"cmd": "judge", "candidate": held}, deadline)
     wire.use_codec(codec)  # the judge
     got = wire.recv(judge_end, deadline=deadline)
@@ -179,7 +179,10 @@ def test_same_outputs_is_decided_by_the_judge_on_relayed_outputs(codec):
 def test_a_cuda_output_is_handed_over_as_a_vmm_descriptor_and_snapshotted():
     gpu = handoff.Codec("cuda:0", ("host", "cuda"))
     out = torch.randn(HANDOFF_MIN_BYTES // 4 * 3 + 5, device="cuda")
-    held, got = relay({"outputs": [{"tensor": out}]}, gpu)
+    try:
+        held, got = relay({"outputs": [{"tensor": out}]}, gpu)
+    finally:
+        wire.use_codec(None)  # this (parent) process registers no codec of its own for the tests after this one
     assert [h.kind for h in wire.handles_in(held)] == ["cuda"]
     snap = got["outputs"][0]["tensor"]
     assert snap.is_cuda and torch.equal(snap, out) and snap.data_ptr() != out.data_ptr()
@@ -255,3 +258,16 @@ def test_a_dropped_message_frees_its_descriptors_at_once_without_the_cycle_colle
             os.fstat(fd)
     finally:
         gc.enable()
+
+
+def test_the_parent_relays_descriptors_even_with_a_codec_registered_in_its_process(codec):
+    """The parent never imports a candidate's output: ``relay`` keeps descriptors as handles whatever codec the
+    process holds (a GPU test once left one registered in the test process: the next evaluation's parent imported
+    every output itself and relayed the bytes through pipes, handing over nothing)."""
+    cand_end, parent_end = pair()
+    wire.use_codec(codec)
+    wire.send_parts(cand_end, *wire.split({"outputs": [{"tensor": big()}]}, handoff=True))
+    held = wire.recv(parent_end, relay=True)  # the codec is still registered here
+    assert [h.kind for h in wire.handles_in(held)] == ["host"]
+    for c in (cand_end, parent_end):
+        c.close()

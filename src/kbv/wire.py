@@ -376,10 +376,11 @@ def _recv_handles(fd: int, wanted: int, deadline: float | None) -> list[int]:
     return fds
 
 
-def _received(fd: int, kind: str, dtype: torch.dtype, shape: list[int], nbytes: int) -> Any:
-    """A received descriptor: imported by this process's codec (a worker), else kept as a :class:`Handle`."""
+def _received(fd: int, kind: str, dtype: torch.dtype, shape: list[int], nbytes: int, relay: bool) -> Any:
+    """A received descriptor: kept as a :class:`Handle` by a relaying receiver (the parent) or one without a codec,
+    else imported by this process's codec (a worker)."""
     name = str(dtype).removeprefix("torch.")
-    if _CODEC is None:
+    if relay or _CODEC is None:
         return Handle(fd, kind, name, shape, nbytes, close_after_send=False)
     try:
         return _CODEC.import_(kind, fd, dtype, shape, nbytes)
@@ -387,10 +388,11 @@ def _received(fd: int, kind: str, dtype: torch.dtype, shape: list[int], nbytes: 
         return {"handoff_error": f"{type(exc).__name__}: {str(exc)[:300]}"}
 
 
-def recv(conn: Connection, max_bytes: int | None = None, deadline: float | None = None) -> Any:
+def recv(conn: Connection, max_bytes: int | None = None, deadline: float | None = None, relay: bool = False) -> Any:
     """Receive one message; every tensor is a fresh, receiver-owned CPU tensor. ``max_bytes`` bounds the tensor
     bytes the message may declare (default MAX_MESSAGE_BYTES): a larger message is refused before anything is
-    allocated. ``deadline`` (time.monotonic) bounds the whole read. Raises EOFError on a closed channel, WireError
+    allocated. ``deadline`` (time.monotonic) bounds the whole read. With ``relay`` (the parent) descriptors stay
+    :class:`Handle` objects whatever codec this process registered: the parent never reads a candidate's output. Raises EOFError on a closed channel, WireError
     on a malformed or oversized message and WireTimeout past the deadline; after either the channel is out of step
     and must be closed."""
     budget = MAX_MESSAGE_BYTES if max_bytes is None else max_bytes
@@ -411,7 +413,7 @@ def recv(conn: Connection, max_bytes: int | None = None, deadline: float | None 
     try:
         for dtype, shape, nbytes, kind in specs:
             if kind is not None:
-                tensors.append(_received(fds.pop(0), kind, dtype, shape, nbytes))
+                tensors.append(_received(fds.pop(0), kind, dtype, shape, nbytes, relay))
                 continue
             t = _empty(shape, dtype=dtype)
             if nbytes:

@@ -271,7 +271,7 @@ class Worker:
             raise WorkerFailure("timeout", "time limit exceeded", self.log_tail())
         try:
             reply = wire.recv(self._conn, REPLY_BYTES_DEFAULT if max_bytes is None else max_bytes,
-                              max(deadline, time.monotonic()) + REPLY_TRANSFER_GRACE_S)
+                              max(deadline, time.monotonic()) + REPLY_TRANSFER_GRACE_S, relay=True)
         except wire.WireTimeout:
             self.kill()
             raise WorkerFailure("timeout", "time limit exceeded (part-way through a reply)", self.log_tail()) from None
