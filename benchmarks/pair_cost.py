@@ -88,6 +88,7 @@ def main() -> int:
     ap.add_argument("--device", default="auto")
     ap.add_argument("--preset", default=None, help="a kbv.protocol.PRESETS name (reward)")
     ap.add_argument("--timing-pairs", type=int, default=None)
+    ap.add_argument("--gpu-share", type=int, default=1, help="pairs in flight per GPU (kbv eval --gpu-share)")
     ap.add_argument("--profile", default="auto")
     ap.add_argument("--timeout", type=float, default=180.0)
     ap.add_argument("--baseline-import", action="store_true", help="also time a bare `python -c 'import torch'`")
@@ -110,7 +111,7 @@ def main() -> int:
         pairs += [Pair(p, Candidate.from_path(write_reference_candidate(p, folder), sample=900))
                   for p in problems if p.key not in covered]
     options = EvalOptions(device=args.device, timeout=args.timeout, profile=args.profile,
-                          timing_pairs=args.timing_pairs, preset=args.preset)
+                          timing_pairs=args.timing_pairs, preset=args.preset, gpu_share=args.gpu_share)
     records_path = args.out / "pair_cost.jsonl"
     t0 = time.monotonic()
     # this benchmark's own output file, written anew each run
@@ -133,7 +134,7 @@ def main() -> int:
         print(f"{r['problem']:45s} {r['verdict']:10s} {evaluation:8.2f} s  "
               + " ".join(f"{b}={v:.3f}" for b, v in rows[-1]["speedup"].items() if v))
     seconds = [row["seconds"] for row in rows if row["seconds"] > 0]
-    summary = {"device": options.device, "preset": args.preset, "pairs": len(rows), "batch_seconds": round(batch, 2),
+    summary = {"device": options.device, "preset": args.preset, "gpu_share": args.gpu_share, "pairs": len(rows), "batch_seconds": round(batch, 2),
                "per_pair_median_s": round(statistics.median(seconds), 3) if seconds else None,
                "per_pair_geomean_s": round(math.exp(statistics.fmean(math.log(s) for s in seconds)), 3)
                if seconds else None,

@@ -267,7 +267,8 @@ def stage_bench(out: Path, args: argparse.Namespace) -> None:
             ("bench-reward", ["--problems", str(args.kb_dir), "--levels", args.levels or "1,2",
                               "--limit", str(args.bench_limit), *(["--ids", args.bench_ids] if args.bench_ids else []),
                               "--candidates", str(ROOT / "benchmarks" / "kernels" / "kernelbench"),
-                              "--reference", "--device", "cuda", "--preset", "reward"])]
+                              "--reference", "--device", "cuda", "--preset", "reward",
+                              "--gpu-share", str(args.gpu_share)])]
     for name, extra in runs:
         if name.removeprefix("bench-") not in args.bench_runs.split(","):
             continue
@@ -326,6 +327,7 @@ def main() -> int:
     ap.add_argument("--bench-ids", default=None, help="bench: the reward batch's problems as id ranges per level, "
                     "e.g. 1:1-30,2:1-20 (the custom kernels of benchmarks/kernels where they exist, else the reference)")
     ap.add_argument("--builds-n", type=int, default=16, help="builds: distinct CUDA candidates to build")
+    ap.add_argument("--gpu-share", type=int, default=1, help="bench: the reward batch's pairs in flight per GPU")
     ap.add_argument("--vskb-pairs", default="level1/19_ReLU,level1/1_Square_matrix_multiplication_",
                     help="vskb: comma-separated KernelBench problem keys")
     ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "gpu-results")))

@@ -57,7 +57,7 @@ def fake_run(monkeypatch):
     monkeypatch.setattr(runner_mod, "build_candidates", lambda todo, *a, **k: {})
     monkeypatch.setattr(runner_mod.sandbox_plan, "plan", lambda mode, device="cpu": {"requested": True})
 
-    def evaluate(problem, candidate, options, device, gpu, compiled, name):
+    def evaluate(problem, candidate, options, device, gpu, compiled, name, gate=None):
         from kbv.problems.candidates import Pair
 
         pair = Pair(problem, candidate)

@@ -183,7 +183,7 @@ def test_a_pair_cut_short_by_ctrl_c_is_not_recorded(monkeypatch, tmp_path):
     monkeypatch.setattr(runner_mod, "build_candidates", lambda *a, **k: {})
     monkeypatch.setattr(runner_mod.sandbox_plan, "plan", lambda mode, device="cpu": {"requested": True})
 
-    def evaluate(problem, candidate, options, device, gpu, compiled, name):
+    def evaluate(problem, candidate, options, device, gpu, compiled, name, gate=None):
         pair = Pair(problem, candidate)
         if candidate.sample == 0:
             return fake_record(pair, "correct")

@@ -32,6 +32,7 @@ class EvalOptions:
     profile: str | None = "auto"
     cache_dir: Path = field(default_factory=cache_dir)
     timing_pairs: int | None = None  # fresh process pairs for timing (default: kbv.protocol.TIMING_RULES)
+    gpu_share: int = 1  # pairs in flight per GPU: their correctness stages overlap, timing is exclusive (kbv.eval.gate)
     speedup_bound: float = DEFAULT_SPEEDUP_BOUND  # speedups above this are flagged speedup_above_bound
     sandbox: str = field(default_factory=lambda: os.environ.get("KBV_SANDBOX", "auto"))  # auto (when root) | off
     require_custom_kernels: bool = False  # fallback / partial_fallback make a correct kernel "rejected"
@@ -86,6 +87,8 @@ class EvalOptions:
             raise OptionsError(f"--build-timeout must be a positive number of seconds (got {self.build_timeout!r})")
         if self.timing_pairs is not None and (not isinstance(self.timing_pairs, int) or self.timing_pairs < 1):
             raise OptionsError(f"--timing-pairs must be at least 1 (got {self.timing_pairs!r})")
+        if not isinstance(self.gpu_share, int) or self.gpu_share < 1:
+            raise OptionsError(f"--gpu-share must be at least 1 (got {self.gpu_share!r})")
         if not self.speedup_bound > 0:
             raise OptionsError(f"--speedup-bound must be positive (got {self.speedup_bound!r})")
         if self.sandbox not in ("auto", "off"):

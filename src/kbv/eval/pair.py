@@ -12,6 +12,7 @@ import shutil
 import tempfile
 import time
 import traceback
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -21,6 +22,7 @@ from kbv.eval import verdict as rules_
 from kbv.eval.context import PairContext, ReferenceFailed, failure_dict
 from kbv.eval.correctness import CorrectnessStage
 from kbv.eval.evidence import Failure
+from kbv.eval.gate import DeviceGate
 from kbv.eval.options import EvalOptions
 from kbv.eval.performance import PerformanceStage, roofline_section
 from kbv.eval.workspace import candidate_spec, discard_torn_builds, publish_build
@@ -68,9 +70,11 @@ class PairEvaluation:
     """Runs the stages for one pair on one device and builds its ``Record``."""
 
     def __init__(self, problem: Problem, candidate: Candidate, options: EvalOptions, device: str,
-                 gpu: int | None = None, candidate_label: str | None = None, shape: dict[str, Any] | None = None):
+                 gpu: int | None = None, candidate_label: str | None = None, shape: dict[str, Any] | None = None,
+                 gate: DeviceGate | None = None):
         self.ctx = PairContext(problem, candidate, options, device, gpu, shape)
         self.candidate_label = candidate_label
+        self.gate = gate  # shared with other pairs on this GPU: correctness shared, timing exclusive
 
     def run(self, compiled: CompileResult | None = None) -> Record:
         ctx = self.ctx
@@ -88,13 +92,17 @@ class PairEvaluation:
             if compiled.ok:
                 draft.stage = "correctness"
                 t0 = time.monotonic()
-                CorrectnessStage(ctx).run()
+                with self.gate.shared() if self.gate else nullcontext():
+                    CorrectnessStage(ctx).run()
                 draft.wall_seconds["correctness"] = round(time.monotonic() - t0, 3)
                 ev.timed_for = rules_.should_time(ev, rules)
                 if ev.timed_for:
                     draft.stage = "performance"
                     t0 = time.monotonic()
-                    PerformanceStage(ctx).run()
+                    with self.gate.exclusive() if self.gate else nullcontext():
+                        if self.gate:  # how long timing waited for other pairs' correctness runs to leave the GPU
+                            ctx.spent["performance/waiting_for_gpu"] = time.monotonic() - t0
+                        PerformanceStage(ctx).run()
                     draft.wall_seconds["performance"] = round(time.monotonic() - t0, 3)
                     roofline_section(ctx)
                 self._integrity()
@@ -213,19 +221,21 @@ def evaluate(problem: Problem | str | Path, candidate: Candidate | str | Path, o
 
 
 def evaluate_shapes(problem: Problem, candidate: Candidate, options: EvalOptions, device: str, gpu: int | None,
-                    compiled: CompileResult | None = None, candidate_label: str | None = None) -> Record:
+                    compiled: CompileResult | None = None, candidate_label: str | None = None,
+                    gate: DeviceGate | None = None) -> Record:
     """Every shape of the problem (one for most), compiled once; a multi-shape problem's record merges the
     per-shape records (``kbv.eval.shapes.merge``): correct only if correct on every shape, held-out ones included."""
     from kbv.eval import shapes
 
     plan = problem.shape_overrides()
     if len(plan) == 1 and plan[0][1] is None:
-        return PairEvaluation(problem, candidate, options, device, gpu, candidate_label).run(compiled)
+        return PairEvaluation(problem, candidate, options, device, gpu, candidate_label, gate=gate).run(compiled)
     if compiled is None:
         compiled = compile_candidate(problem, candidate, options, device, gpu)
     records = []
     for index, overrides, held_out in plan:
-        record = PairEvaluation(problem, candidate, options, device, gpu, candidate_label, overrides).run(compiled)
+        record = PairEvaluation(problem, candidate, options, device, gpu, candidate_label, overrides,
+                                gate).run(compiled)
         records.append((index, overrides, held_out, record))
         if not compiled.ok:
             break  # every shape would repeat the compile failure

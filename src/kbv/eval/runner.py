@@ -27,6 +27,7 @@ from kbv.sandbox import health, launch
 from kbv.sandbox import plan as sandbox_plan
 from kbv.problems.candidates import Pair
 from kbv.eval.evidence import Evidence, Failure
+from kbv.eval.gate import DeviceGate
 from kbv.eval.pair import CompileResult, EvalOptions, compile_candidate, evaluate_shapes
 from kbv.eval.verdict import Rules, decide
 from kbv.records import Record, RecordWriter, recorded_keys
@@ -251,8 +252,11 @@ def _run(pairs: Sequence[Pair], todo: list[Pair], options: EvalOptions, device: 
                    device)
 
     free: queue.Queue[int | None] = queue.Queue()
-    for slot in slots:
-        free.put(slot)
+    share = options.gpu_share if device == "cuda" else 1  # pairs in flight per GPU (kbv.eval.gate)
+    for _ in range(share):
+        for slot in slots:
+            free.put(slot)
+    gates = {slot: DeviceGate() for slot in slots} if share > 1 else {}
     lock = threading.Lock()
     count = 0
     healthy = set(slots)
@@ -262,6 +266,8 @@ def _run(pairs: Sequence[Pair], todo: list[Pair], options: EvalOptions, device: 
     def evaluate(pair: Pair) -> None:
         nonlocal count
         gpu = free.get()
+        while gpu is not None and gpu not in healthy:  # a slot of a GPU retired since it was queued
+            gpu = free.get()
         keep = True
         with lock:
             in_flight[pair.key] = pair
@@ -271,7 +277,7 @@ def _run(pairs: Sequence[Pair], todo: list[Pair], options: EvalOptions, device: 
                 record = not_run(pair, name, "no healthy GPU left: every GPU failed kbv's health check")
             else:
                 record = evaluate_shapes(pair.problem, pair.candidate, options, device, gpu,
-                                         compiled.get(pair.candidate.sha256), name)
+                                         compiled.get(pair.candidate.sha256), name, gate=gates.get(gpu))
                 if device == "cuda" and gpu is not None and health.looks_like_cuda_fault(record.error):
                     keep, note = health.check(gpu)
                     record.env["gpu_health"] = {"ok": keep, "note": note}
@@ -293,7 +299,7 @@ def _run(pairs: Sequence[Pair], todo: list[Pair], options: EvalOptions, device: 
                     if not healthy:
                         free.put(None)
 
-    pool = ThreadPoolExecutor(max_workers=len(slots))
+    pool = ThreadPoolExecutor(max_workers=len(slots) * share)
     futures = [pool.submit(evaluate, p) for p in todo]
     try:
         _wait_all(futures)

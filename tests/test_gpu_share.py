@@ -1,0 +1,145 @@
+"""Sharing a GPU between pairs (``--gpu-share``, kbv.eval.gate): correctness runs overlap, timing has the device to
+itself, and a waiting timing stage is not starved. Driven on the CPU with threads and a fake evaluation."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import problem_path
+from kbv.eval import EvalOptions, runner
+from kbv.eval.gate import DeviceGate
+from kbv.eval.options import OptionsError
+from kbv.problems import load_problem
+from kbv.problems.candidates import Candidate, Pair
+
+CANDIDATE = Path(__file__).parent / "candidates" / "correct_torch.py"
+
+
+def test_correctness_runs_overlap_and_timing_waits_for_them_to_leave():
+    gate, events = DeviceGate(), []
+    inside = threading.Barrier(2, timeout=5)
+
+    def correctness(i):
+        with gate.shared():
+            inside.wait()  # both are inside at once: they overlap
+            events.append(("c-in", i))
+            time.sleep(0.1)
+            events.append(("c-out", i))
+
+    def timing():
+        time.sleep(0.03)
+        with gate.exclusive():
+            events.append(("t-in", 0))
+
+    threads = [threading.Thread(target=correctness, args=(i,)) for i in range(2)] + [threading.Thread(target=timing)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(5)
+    assert events[-1] == ("t-in", 0)  # timing entered only once both correctness runs had left
+
+
+def test_a_waiting_timing_stage_holds_back_new_correctness_runs():
+    gate, order = DeviceGate(), []
+    first_in, timing_waits = threading.Event(), threading.Event()
+
+    def first():
+        with gate.shared():
+            first_in.set()
+            timing_waits.wait(5)
+            time.sleep(0.05)
+        order.append("first out")
+
+    def timing():
+        first_in.wait(5)
+        timing_waits.set()
+        with gate.exclusive():
+            order.append("timing")
+
+    def late():
+        timing_waits.wait(5)
+        time.sleep(0.02)  # arrives while timing waits
+        with gate.shared():
+            order.append("late")
+
+    threads = [threading.Thread(target=f) for f in (first, timing, late)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(5)
+    assert order.index("timing") < order.index("late")
+
+
+@pytest.mark.parametrize("share", [1, 2])
+def test_the_runner_keeps_share_pairs_in_flight_per_gpu_and_times_them_alone(tmp_path, monkeypatch, share):
+    problem = load_problem(problem_path("level1/5_ReLU"))
+    pairs = [Pair(problem, Candidate.from_path(CANDIDATE, sample=i)) for i in range(6)]
+    lock, state = threading.Lock(), {"correctness": 0, "timing": 0, "max_correctness": 0, "overlapped_timing": 0}
+
+    def fake_eval(problem, candidate, options, device, gpu, compiled, name, gate=None):
+        assert (gate is None) == (share == 1)
+        with gate.shared() if gate else _null():
+            with lock:
+                state["correctness"] += 1
+                state["max_correctness"] = max(state["max_correctness"], state["correctness"])
+            time.sleep(0.05)
+            with lock:
+                state["correctness"] -= 1
+        with gate.exclusive() if gate else _null():
+            with lock:
+                state["timing"] += 1
+                state["overlapped_timing"] += state["correctness"] > 0 or state["timing"] > 1
+            time.sleep(0.02)
+            with lock:
+                state["timing"] -= 1
+        rec = runner.not_run(Pair(problem, candidate), name, "placeholder")
+        rec.error, rec.flags = None, []
+        return rec
+
+    monkeypatch.setattr(runner.envinfo, "resolve_device", lambda d: "cuda")
+    monkeypatch.setattr(runner, "device_slots", lambda d: [0])
+    monkeypatch.setattr(runner, "build_candidates", lambda *a, **k: {})
+    monkeypatch.setattr(runner, "count_problems", lambda *a, **k: None)
+    monkeypatch.setattr(runner, "evaluate_shapes", fake_eval)
+    runner.run_pairs(pairs, EvalOptions(device="cuda", sandbox="off", gpu_share=share), tmp_path / "r.jsonl")
+    assert state["max_correctness"] == share  # with share 2, two pairs' correctness runs on the one GPU at once
+    assert state["overlapped_timing"] == 0  # timing never shares the GPU
+
+
+def _null():
+    from contextlib import nullcontext
+    return nullcontext()
+
+
+def test_gpu_share_below_one_is_refused():
+    with pytest.raises(OptionsError, match="--gpu-share"):
+        EvalOptions(gpu_share=0).validate()
+
+
+def test_a_pair_runs_correctness_shared_and_timing_exclusive(tmp_path, monkeypatch):
+    from kbv.eval import pair as pair_mod
+
+    seen: list[tuple[str, str]] = []
+
+    class Recording(DeviceGate):
+        def shared(self):
+            seen.append(("enter", "shared"))
+            return super().shared()
+
+        def exclusive(self):
+            seen.append(("enter", "exclusive"))
+            return super().exclusive()
+
+    monkeypatch.setattr(pair_mod.CorrectnessStage, "run", lambda self: seen.append(("stage", "correctness")))
+    monkeypatch.setattr(pair_mod.PerformanceStage, "run", lambda self: seen.append(("stage", "performance")))
+    monkeypatch.setattr(pair_mod, "roofline_section", lambda ctx: None)
+    monkeypatch.setattr(pair_mod.rules_, "should_time", lambda ev, rules: ("verified",))
+    problem = load_problem(problem_path("level1/5_ReLU"))
+    record = pair_mod.PairEvaluation(problem, Candidate.from_path(CANDIDATE), EvalOptions(device="cpu", sandbox="off"),
+                                     "cpu", gate=Recording()).run(pair_mod.CompileResult(ok=True))
+    assert seen == [("enter", "shared"), ("stage", "correctness"), ("enter", "exclusive"), ("stage", "performance")]
+    assert "performance/waiting_for_gpu" in record.wall_seconds
