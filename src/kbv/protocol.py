@@ -284,15 +284,18 @@ def timed_call(key: int, index: int, names: tuple[str, ...]) -> tuple[int, str]:
     block, slot = divmod(index, len(pool))
     rank = [hashlib.blake2b(f"{key}:{block}:{i}".encode(), digest_size=8).digest() for i in range(len(pool))]
     order = sorted(range(len(pool)), key=lambda i: rank[i])
-    seed = int.from_bytes(hashlib.blake2b(f"{key}:call:{index}".encode(), digest_size=8).digest(), "little") % 2**63
-    return seed, pool[order[slot]]
+    return _derived(f"{key}:call:{index}"), pool[order[slot]]
 
 
 def baseline_key(key: int, baseline: str) -> int:
     """The key of one baseline's timed calls within a timing command whose key is ``key``: each baseline's calls
     get inputs of their own (a command times every baseline, each from call 0)."""
-    return int.from_bytes(hashlib.blake2b(f"{key}:baseline:{baseline}".encode(), digest_size=8).digest(),
-                          "little") % 2**63
+    return _derived(f"{key}:baseline:{baseline}")
+
+
+def _derived(text: str) -> int:
+    """A 63-bit number derived from ``text`` (seeds and keys both sides compute alike)."""
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little") % 2**63
 
 
 BOOTSTRAP_RESAMPLES: Final = 2000

@@ -93,22 +93,21 @@ class Handle:
 def handles_in(obj: Any) -> list[Handle]:
     """The distinct handles anywhere in a received message."""
     found: dict[int, Handle] = {}
+    _collect_handles(obj, found)
+    return list(found.values())
 
-    def walk(x: Any) -> None:
-        if isinstance(x, Handle):
-            found[id(x)] = x
-        elif isinstance(x, dict):
-            for v in x.values():
-                walk(v)
-        elif isinstance(x, list):
-            for v in x:
-                walk(v)
 
-    try:
-        walk(obj)
-        return list(found.values())
-    finally:
-        walk = None  # type: ignore[assignment]  # break walk's cycle through its own cell: what it saw is freed now
+def _collect_handles(x: Any, found: dict[int, Handle]) -> None:
+    # module-level walkers, not recursive closures: a closure that calls itself is a reference cycle that would keep
+    # every tensor and descriptor it saw alive until the garbage collector runs (on a GPU each pins an output copy)
+    if isinstance(x, Handle):
+        found[id(x)] = x
+    elif isinstance(x, dict):
+        for v in x.values():
+            _collect_handles(v, found)
+    elif isinstance(x, list):
+        for v in x:
+            _collect_handles(v, found)
 
 
 _CODEC: Any = None  # a worker's kbv.worker.handoff.Codec: export(tensor) -> (kind, fd) | None, import_(...)
@@ -133,19 +132,29 @@ def split(obj: Any, handoff: bool = False) -> tuple[bytes, list[Any]]:
     same view of the same memory: pointer, shape, strides, dtype, device) is copied and sent once. With
     ``handoff`` and a registered codec, a tensor of ``HANDOFF_MIN_BYTES`` or more is exported as a descriptor
     instead (closed once sent); :class:`Handle` objects in ``obj`` are relayed as they are."""
-    tensors: list[Any] = []
-    specs: list[dict[str, Any]] = []
-    seen: dict[tuple[Any, ...], int] = {}
-    handles = 0
+    splitter = _Splitter(handoff)
+    body = splitter.walk(obj)
+    return (json.dumps({"body": body, "__tensors__": splitter.specs}, allow_nan=True).encode(), splitter.tensors)
 
-    def walk(x: Any) -> Any:
-        nonlocal handles
+
+class _Splitter:
+    """``split``'s walk and what it collects (a class, not a recursive closure: no reference cycle)."""
+
+    def __init__(self, handoff: bool):
+        self.handoff = handoff
+        self.tensors: list[Any] = []
+        self.specs: list[dict[str, Any]] = []
+        self.seen: dict[tuple[Any, ...], int] = {}
+        self.handles = 0
+
+    def walk(self, x: Any) -> Any:
+        tensors, specs, seen = self.tensors, self.specs, self.seen
         if isinstance(x, Handle):
             mark: tuple[Any, ...] = ("handle", id(x))
             if mark not in seen:
-                if x.fd < 0 or handles >= MAX_HANDLES:
+                if x.fd < 0 or self.handles >= MAX_HANDLES:
                     raise WireError("a closed handle, or too many handles in one message")
-                handles += 1
+                self.handles += 1
                 tensors.append(x)
                 specs.append({"dtype": x.dtype, "shape": list(x.shape), "nbytes": x.nbytes, "handle": x.kind})
                 seen[mark] = len(tensors) - 1
@@ -159,10 +168,10 @@ def split(obj: Any, handoff: bool = False) -> tuple[bytes, list[Any]]:
             if key is not None and key in seen:
                 return {"__tensor__": seen[key]}
             nbytes = int(_numel(x)) * int(_element_size(x))
-            if handoff and _CODEC is not None and nbytes >= HANDOFF_MIN_BYTES and handles < MAX_HANDLES:
+            if self.handoff and _CODEC is not None and nbytes >= HANDOFF_MIN_BYTES and self.handles < MAX_HANDLES:
                 exported = _CODEC.export(_resolve_neg(_resolve_conj(_detach(x))))
                 if exported is not None:
-                    handles += 1
+                    self.handles += 1
                     kind, fd = exported
                     dtype = str(x.dtype).removeprefix("torch.")
                     tensors.append(Handle(fd, kind, dtype, list(x.shape), nbytes, close_after_send=True))
@@ -178,16 +187,10 @@ def split(obj: Any, handoff: bool = False) -> tuple[bytes, list[Any]]:
                 seen[key] = len(tensors) - 1
             return {"__tensor__": len(tensors) - 1}
         if isinstance(x, dict):
-            return {str(k): walk(v) for k, v in x.items()}
+            return {str(k): self.walk(v) for k, v in x.items()}
         if isinstance(x, (list, tuple)):
-            return [walk(v) for v in x]
+            return [self.walk(v) for v in x]
         return x
-
-    try:
-        body = walk(obj)
-    finally:  # a recursive closure is a reference cycle (walk -> its cell -> walk): broken here, so the tensors
-        walk = None  # type: ignore[assignment]  # and descriptors it captured are freed when the caller drops them
-    return json.dumps({"body": body, "__tensors__": specs}, allow_nan=True).encode(), tensors
 
 
 def _bytes_view(t: torch.Tensor) -> Any:
@@ -392,9 +395,9 @@ def recv(conn: Connection, max_bytes: int | None = None, deadline: float | None 
     """Receive one message; every tensor is a fresh, receiver-owned CPU tensor. ``max_bytes`` bounds the tensor
     bytes the message may declare (default MAX_MESSAGE_BYTES): a larger message is refused before anything is
     allocated. ``deadline`` (time.monotonic) bounds the whole read. With ``relay`` (the parent) descriptors stay
-    :class:`Handle` objects whatever codec this process registered: the parent never reads a candidate's output. Raises EOFError on a closed channel, WireError
-    on a malformed or oversized message and WireTimeout past the deadline; after either the channel is out of step
-    and must be closed."""
+    :class:`Handle` objects whatever codec this process registered: the parent never reads a candidate's output.
+    Raises EOFError on a closed channel, WireError on a malformed or oversized message and WireTimeout past the
+    deadline; after either the channel is out of step and must be closed."""
     budget = MAX_MESSAGE_BYTES if max_bytes is None else max_bytes
     fd = conn.fileno()
     size = _frame_length(fd, deadline)
@@ -426,21 +429,21 @@ def recv(conn: Connection, max_bytes: int | None = None, deadline: float | None 
         for left in fds:  # descriptors of a message that failed part-way
             os.close(left)
 
-    def walk(x: Any) -> Any:
-        if isinstance(x, dict):
-            if set(x) == {"__tensor__"}:
-                index = x["__tensor__"]
-                if type(index) is not int or not 0 <= index < len(tensors):
-                    raise WireError(f"bad tensor reference {index!r}")
-                return tensors[index]
-            return {k: walk(v) for k, v in x.items()}
-        if isinstance(x, list):
-            return [walk(v) for v in x]
-        return x
-
     try:
-        return walk(body)
+        return _resolve(body, tensors)
     except RecursionError:
         raise WireError("message nested too deeply") from None
-    finally:
-        walk = None  # type: ignore[assignment]  # no cycle keeps the received tensors and descriptors alive
+
+
+def _resolve(x: Any, tensors: list[Any]) -> Any:
+    """A received body with its tensor references replaced by the received tensors (or handles)."""
+    if isinstance(x, dict):
+        if set(x) == {"__tensor__"}:
+            index = x["__tensor__"]
+            if type(index) is not int or not 0 <= index < len(tensors):
+                raise WireError(f"bad tensor reference {index!r}")
+            return tensors[index]
+        return {k: _resolve(v, tensors) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_resolve(v, tensors) for v in x]
+    return x

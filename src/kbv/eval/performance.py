@@ -245,7 +245,7 @@ class PerformanceStage:
                         if role == "reference":
                             if times:
                                 ref_call_ms[b] = statistics.median(samples[role][b][-1])
-                            continue  # the reference's kept outputs are dropped (below)
+                            continue  # the reference's kept outputs were dropped after its command
                         if timing.get("truncated"):
                             self.truncated = True
                         ring = (reply.get("ring") or {}).get(b) or {}
@@ -267,7 +267,6 @@ class PerformanceStage:
                             {"role": role, "reported_ms": reported, "wall_ms": elapsed_ms})
                 if self.truncated:
                     break
-            self._call(reference, "reference", {"cmd": "drop"}, deadline)
             self._judge_timed_outputs(reference, candidate, kept, deadline)
             if pair_index == 0 and not self.truncated:
                 self._burst_check(reference, candidate, samples, deadline)
