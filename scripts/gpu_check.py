@@ -25,6 +25,9 @@ Stages (``--stages``, in this order; ``--smoke`` = env,build,pytest,examples and
             rebuild, two concurrent builds of one source
   vskb      benchmarks/vs_kernelbench.py: kbv and KernelBench's own harness on the same pairs (--vskb-pairs;
             KernelBench's code from --kb-peer, pydantic from carried wheels)
+  overhead  benchmarks/trial_overhead.py: the parts of one timed trial's wall time, in-process, at two sizes
+  agent     scripts/agent_replay.py: the agent's loop against a scripted model on two built-in problems, with
+            --ncu (a replay of the machinery, not a model's skill)
   trace     ``kbv trace`` of every shipped recipe on the GPU, ``kbv suite build`` of the production suite from
             those traces, packed as production-suite.tar.gz (traces included); then the first problems of the
             suite (``--production-problems N``) evaluated with the reference as the candidate
@@ -39,6 +42,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -292,6 +296,53 @@ def stage_builds(out: Path, args: argparse.Namespace) -> None:
     say("[builds]", *(out / "builds.log").read_text().strip().splitlines()[-22:])
 
 
+def stage_overhead(out: Path) -> None:
+    """benchmarks/trial_overhead.py: where one timed trial's wall time goes, in-process, at two sizes."""
+    with (out / "overhead.jsonl").open("w") as log:
+        for shape in ("64,2048", "4096,4096"):
+            proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "trial_overhead.py"), "--device", "cuda",
+                                   "--shape", shape], capture_output=True, text=True, cwd=ROOT, timeout=300)
+            log.write(proc.stdout)
+            say("[overhead]", proc.stdout.strip() or proc.stderr.strip()[-2000:])
+
+
+AGENT_REPLAYS = (  # (name, the replayed kernels in answer order, kbv agent run's own flags)
+    ("agent-relu", ["benchmarks/kernels/kernelbench/level_1_problem_19_sample_0_kernel.py"],
+     ["--problem", "src/kbv/suites/builtin/level1/5_ReLU.py", "--max-iters", "2"]),
+    ("agent-gemm", ["benchmarks/kernels/kernelbench/level_2_problem_76_sample_0_kernel.py",  # GEMM in cuBLAS
+                    "benchmarks/kernels/agent/level_2_problem_1_triton_gemm.py"],  # the GEMM in Triton too
+     ["--problem", "src/kbv/suites/builtin/level2/1_Gemm_Bias_ReLU.py", "--max-iters", "3",
+      "--require-custom-kernels"]),
+)
+
+
+def stage_agent(out: Path) -> None:
+    """scripts/agent_replay.py on two built-in problems (a memory-bound ReLU; a GEMM whose reference is a library
+    call, converted by a Triton GEMM), Triton backend, with --ncu (Nsight Compute's folder is put on PATH if ncu is
+    not on it): a replay of the agent's machinery, not a model's skill. Runs into <out>/agent-*/."""
+    env = dict(os.environ, PYTHONPATH=f"{ROOT / 'src'}:{ROOT / 'tests'}")
+    if shutil.which("ncu") is None:
+        found = sorted(Path("/opt/nvidia").glob("nsight-compute/*/ncu")) + sorted(Path("/usr/local").glob("cuda*/bin/ncu"))
+        if found:
+            env["PATH"] = f"{found[-1].parent}:{env.get('PATH', '')}"
+    say(f"[agent] ncu: {shutil.which('ncu', path=env.get('PATH'))}")
+    for name, replies, flags in AGENT_REPLAYS:
+        cmd = [sys.executable, str(ROOT / "scripts" / "agent_replay.py")]
+        for reply in replies:
+            cmd += ["--reply", str(ROOT / reply)]
+        cmd += ["--", *flags, "--backend", "triton", "--device", "cuda", "--ncu", "--out", str(out / name)]
+        with (out / f"{name}.log").open("w") as log:
+            try:
+                rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env=env, timeout=400).returncode
+            except subprocess.TimeoutExpired:
+                rc = "timeout"
+        report = subprocess.run([sys.executable, "-c", "from kbv.cli import main; main()", "agent", "report",
+                                 str(out / name)],
+                                capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+        say(f"[{name}] rc {rc}", *(out / f"{name}.log").read_text().strip().splitlines()[-12:],
+            report.stdout.strip()[-3000:])
+
+
 def stage_vskb(out: Path, args: argparse.Namespace) -> None:
     """kbv against KernelBench's own harness on the same pairs (benchmarks/vs_kernelbench.py)."""
     with (out / "vskb.log").open("w") as log:
@@ -369,6 +420,10 @@ def main() -> int:
             stage_builds(args.out, args)
         elif stage == "vskb":
             stage_vskb(args.out, args)
+        elif stage == "overhead":
+            stage_overhead(args.out)
+        elif stage == "agent":
+            stage_agent(args.out)
         elif stage == "trace":
             stage_trace(args.out, args.build_workers, args.production_problems, args.trace_device, args.trace_size)
         else:

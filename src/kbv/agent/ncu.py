@@ -72,8 +72,8 @@ class NcuProfiler:
         reason = unavailable("cuda")
         if reason:
             return {"status": "skipped", "reason": reason}
-        cmd = ["ncu", "--csv", "--page", "raw", "--nvtx", "--nvtx-include", f"{RANGE}/", "--target-processes", "all",
-               "--metrics", ",".join(METRICS.values()), sys.executable, "-m", "kbv.worker.ncu_target", str(problem.path),
+        cmd = ["ncu", "--clock-control", "none", "--csv", "--page", "raw", "--nvtx", "--nvtx-include", f"{RANGE}/",
+               "--target-processes", "all", "--metrics", ",".join(METRICS.values()), sys.executable, "-m", "kbv.worker.ncu_target", str(problem.path),
                str(kernel), "--precision", self.precision]
         if self.profile:
             cmd += ["--profile", self.profile]

@@ -118,6 +118,7 @@ class Session:
         self.kept: tuple[str, list[Any]] | None = None  # reference role: the last forward's outputs, on device
         self.timing_inputs: list[Any] | None = None
         self.rings: dict[Any, list[Any]] = {}  # kept timed outputs until the parent draws the judged ones
+        self.warmed: set[str] = set()  # baselines this worker's timed forward has been warmed up under
         self.in_use_baseline: int | None = None  # device memory in use before the model (and candidate) existed
         self.integrity = integrity.Integrity()  # before any candidate code: the state to compare against
         self.threads_at_start = set(threading.enumerate())
@@ -374,7 +375,9 @@ class Session:
                                                  msg.get("max_trials"), prepare, keep,
                                                  float(slow[baseline]) if isinstance(slow, dict) and baseline in slow
                                                  else None,
-                                                 int(msg["ring_bytes"]) if keep_outputs else None)
+                                                 int(msg["ring_bytes"]) if keep_outputs else None,
+                                                 warmed=baseline in self.warmed)
+            self.warmed.add(baseline)
             if keep_outputs:
                 ring_info[baseline] = {"kept": len(self.rings.get(name, [])),
                                        "changed_after_return": self._deferred(name)}

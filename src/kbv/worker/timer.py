@@ -40,13 +40,19 @@ def cache_bytes(device: str) -> int:
     return cpu_l2_bytes()
 
 
-def _trial_count(estimate_ms: float, rule: TimingRule, share: float,
-                 slow_ms: float | None = None) -> tuple[int, int, bool]:
+def _trial_count(estimate_ms: float, rule: TimingRule, share: float, slow_ms: float | None = None,
+                 wall_ms: float | None = None, warmed: bool = False) -> tuple[int, int, bool]:
     """Warm-up calls and timed trials for one timing call that takes ``share`` of the rule's budget, and whether
     they were cut: a call estimated slower than ``slow_ms`` whose trials would take more than
-    ``TIMING_TRUNCATE_MIN_MS`` gets ``TIMING_TRUNCATED_TRIALS`` trials after one warm-up call."""
+    ``TIMING_TRUNCATE_MIN_MS`` gets ``TIMING_TRUNCATED_TRIALS`` trials after one warm-up call.
+
+    Warm-up lasts ``rule.warmup_ms`` by the wall clock (``wall_ms``: one call and its synchronize, as the evaluator's
+    clock saw it; a launch-bound kernel's device time would ask for many times more calls than that), and only
+    ``rule.min_warmup_calls`` calls once this worker has already warmed this forward up under the same baseline
+    (``warmed``)."""
     estimate_ms = max(estimate_ms, 1e-4)
-    warmup = max(rule.min_warmup_calls, math.ceil(rule.warmup_ms / estimate_ms))
+    per_call = max(estimate_ms, wall_ms or 0.0)
+    warmup = rule.min_warmup_calls if warmed else max(rule.min_warmup_calls, math.ceil(rule.warmup_ms / per_call))
     low, high = math.ceil(rule.min_trials * share), max(1, math.floor(rule.max_trials * share))
     trials = min(high, max(low, math.ceil(rule.budget_ms * share / estimate_ms)))
     if slow_ms is not None and estimate_ms > slow_ms and trials * estimate_ms > TIMING_TRUNCATE_MIN_MS:
@@ -57,7 +63,7 @@ def _trial_count(estimate_ms: float, rule: TimingRule, share: float,
 def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: float = 1.0,
                max_trials: int | None = None, prepare: Callable[[int], None] | None = None,
                keep: Callable[[int, Any], None] | None = None, slow_ms: float | None = None,
-               ring_bytes: int | None = None) -> dict[str, Any]:
+               ring_bytes: int | None = None, warmed: bool = False) -> dict[str, Any]:
     """Time ``fn``: three estimate calls, warm-up (on one input set), then individually timed trials, each on fresh
     inputs with a cache flush before it.
 
@@ -66,12 +72,14 @@ def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: floa
     call ``i``'s fresh inputs). ``keep(i, out)`` receives every timed trial's output as soon as that trial ends
     (before anything else runs), so the parent can judge any of them; ``ring_bytes`` bounds the trials to as many
     outputs as fit. ``slow_ms`` is the time per call above which a kernel counts as far slower than the reference
-    (few trials: see ``_trial_count``). Returns ``{"times_ms": [...], "warmup": n, "flush_bytes": b, "truncated": bool}``.
+    (few trials: see ``_trial_count``); ``warmed``: this worker already warmed this forward up under the same flags
+    (a short warm-up only). Returns ``{"times_ms": [...], "warmup": n, "flush_bytes": b, "truncated": bool}``.
     """
     flush_bytes = int(rule.flush_l2_factor * cache_bytes(device))
     flush = torch.empty(flush_bytes // 4, dtype=torch.int32, device=device)
     prepare = prepare or _no_prepare
     calls = iter(range(FIRST_TIMED_CALL - 1))  # the estimate calls' input sets (kbv.protocol.FIRST_TIMED_CALL)
+    walls: list[float] = []  # the evaluator's clock around each call and its synchronize
     if device.startswith("cuda"):
         sync = torch.cuda.synchronize
 
@@ -81,11 +89,13 @@ def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: floa
             flush.zero_()
             start = torch.cuda.Event(enable_timing=True)
             end = torch.cuda.Event(enable_timing=True)
+            t0 = _perf_counter_ns()  # the wall clock also waits for the flush: a bound, for warm-up only
             start.record()
             out = fn()
             sync()  # device-wide: work on side streams finishes before the end event
             end.record()
             end.synchronize()
+            walls.append((_perf_counter_ns() - t0) / 1e6)
             return index, float(start.elapsed_time(end)), out
     else:
         sync = _no_sync
@@ -96,13 +106,15 @@ def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: floa
             flush.fill_(1)
             t0 = _perf_counter_ns()
             out = fn()
-            return index, (_perf_counter_ns() - t0) / 1e6, out
+            ms = (_perf_counter_ns() - t0) / 1e6
+            walls.append(ms)
+            return index, ms, out
 
     estimates = [one() for _ in range(3)]
     estimate = sorted(ms for _, ms, _ in estimates)[1]
     out_bytes = _output_bytes(estimates[-1][2])
     del estimates
-    warmup, trials, truncated = _trial_count(estimate, rule, share, slow_ms)
+    warmup, trials, truncated = _trial_count(estimate, rule, share, slow_ms, sorted(walls)[1], warmed)
     if max_trials is not None:
         trials = min(trials, max_trials)
     if ring_bytes is not None and out_bytes:

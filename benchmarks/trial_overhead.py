@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""Where one timed trial's wall time goes, in one process on one device (no sandbox, no parent).
+
+    python benchmarks/trial_overhead.py --device cuda --shape 64,2048 --calls 300
+
+A ReLU over one input of ``--shape`` is timed the way a worker times it (``kbv.worker.timer.time_calls`` with the
+session's ``prepare`` and ``keep`` steps), and each step of a trial is also timed alone over ``--calls`` calls,
+median of the evaluator's wall clock with a synchronize after each: drawing the inputs (``make_inputs`` under a
+distribution), loading them into the timed buffers, the cache flush, the event pair around the call, and the copy
+of the output that the ring keeps. Prints one JSON object; figures are what this run measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+import types
+from pathlib import Path
+from typing import Any, Callable
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+import torch  # noqa: E402
+
+from kbv.protocol import DISTRIBUTIONS, TIMING_RULES  # noqa: E402
+from kbv.worker import timer  # noqa: E402
+from kbv.worker.inputs import make_inputs  # noqa: E402
+
+
+def median_ms(step: Callable[[], Any], sync: Callable[[], None], calls: int) -> float:
+    times = []
+    for _ in range(calls):
+        t0 = time.perf_counter_ns()
+        step()
+        sync()
+        times.append((time.perf_counter_ns() - t0) / 1e6)
+    return statistics.median(times)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--shape", default="64,2048")
+    ap.add_argument("--calls", type=int, default=300)
+    args = ap.parse_args()
+    device, shape = args.device, tuple(int(x) for x in args.shape.split(","))
+    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+    problem = types.ModuleType("relu_problem")
+    problem.get_inputs = lambda: [torch.rand(*shape)]  # type: ignore[attr-defined]
+    dist = next(d for d in DISTRIBUTIONS if d.name == "D2")
+    model = torch.nn.ReLU()
+    buffers = [a.clone() for a in make_inputs(problem, 1, device, "fp32", dist)]
+    rule = TIMING_RULES["cuda" if device.startswith("cuda") else "cpu"]
+    flush = torch.empty(int(rule.flush_l2_factor * timer.cache_bytes(device)) // 4, dtype=torch.int32, device=device)
+    out = model(*buffers)
+
+    def events() -> None:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        model(*buffers)
+        sync()
+        end.record()
+        end.synchronize()
+        start.elapsed_time(end)
+
+    def load() -> None:
+        for buf, src in zip(buffers, make_inputs(problem, 2, device, "fp32", dist)):
+            buf.copy_(src)
+
+    steps: dict[str, Callable[[], Any]] = {
+        "forward": lambda: model(*buffers),
+        "make_inputs": lambda: make_inputs(problem, 2, device, "fp32", dist),
+        "make_and_load_inputs": load,
+        "flush": flush.zero_ if device.startswith("cuda") else (lambda: flush.fill_(1)),
+        "copy_output": lambda: out.clone(),
+    }
+    if device.startswith("cuda"):
+        steps["events_around_forward"] = events
+    result: dict[str, Any] = {"device": device, "shape": list(shape), "calls": args.calls,
+                              "torch": torch.__version__}
+    for name, step in steps.items():
+        median_ms(step, sync, 20)  # warm
+        result[f"{name}_ms"] = round(median_ms(step, sync, args.calls), 4)
+    kept: list[Any] = []
+
+    def prepare(index: int) -> None:
+        load()
+
+    def keep(index: int, output: Any) -> None:
+        kept[:] = [output.clone()]
+
+    t0 = time.perf_counter_ns()
+    timing = timer.time_calls(lambda: model(*buffers), device, rule, 1.0, args.calls, prepare, keep)
+    wall_ms = (time.perf_counter_ns() - t0) / 1e6
+    n = 3 + timing["warmup"] + len(timing["times_ms"])
+    result["time_calls"] = {"trials": len(timing["times_ms"]), "warmup": timing["warmup"],
+                            "timed_median_ms": round(statistics.median(timing["times_ms"]), 4),
+                            "wall_ms": round(wall_ms, 1), "wall_per_call_ms": round(wall_ms / n, 4)}
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
