@@ -267,7 +267,8 @@ def stage_bench(out: Path, args: argparse.Namespace) -> None:
     relu.write_text("import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n    def forward(self, x):\n"
                     "        return torch.relu(x)\n\n\nbatch_size = 64\ndim = 2048\n\n\ndef get_inputs():\n"
                     "    return [torch.rand(batch_size, dim)]\n\n\ndef get_init_inputs():\n    return []\n")
-    runs = [("bench-fixed", ["--problems", str(relu.parent.parent), "--reference", "--device", "cuda"]),
+    fixed = ["--problems", str(relu.parent.parent), "--reference", "--device", "cuda"]
+    runs = [("bench-fixed", fixed), ("bench-fixed-open", fixed), ("bench-fixed-noseccomp", fixed),
             ("bench-reward", ["--problems", str(args.kb_dir), "--levels", args.levels or "1,2",
                               "--limit", str(args.bench_limit), *(["--ids", args.bench_ids] if args.bench_ids else []),
                               "--candidates", str(ROOT / "benchmarks" / "kernels" / "kernelbench"),
@@ -276,10 +277,15 @@ def stage_bench(out: Path, args: argparse.Namespace) -> None:
     for name, extra in runs:
         if name.removeprefix("bench-") not in args.bench_runs.split(","):
             continue
+        env = dict(os.environ)  # fixed-open: the same pair without the sandbox; fixed-noseccomp: without seccomp
+        if name == "bench-fixed-open":
+            env["KBV_SANDBOX"] = "off"
+        if name == "bench-fixed-noseccomp":
+            env["KBV_SANDBOX_DISABLE"] = "seccomp"
         with (out / f"{name}.log").open("w") as log:
             subprocess.run([sys.executable, str(ROOT / "benchmarks" / "pair_cost.py"), *extra,
                             "--out", str(out / name)], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
-                           timeout=900)
+                           timeout=900, env=env)
         say(f"[{name}]", *(out / f"{name}.log").read_text().strip().splitlines()[-25:])
 
 
@@ -320,7 +326,8 @@ def stage_agent(out: Path) -> None:
     """scripts/agent_replay.py on two built-in problems (a memory-bound ReLU; a GEMM whose reference is a library
     call, converted by a Triton GEMM), Triton backend, with --ncu (Nsight Compute's folder is put on PATH if ncu is
     not on it): a replay of the agent's machinery, not a model's skill. Runs into <out>/agent-*/."""
-    env = dict(os.environ, PYTHONPATH=f"{ROOT / 'src'}:{ROOT / 'tests'}")
+    env = dict(os.environ, PYTHONPATH=":".join(filter(None, [str(ROOT / "src"), str(ROOT / "tests"),
+                                                            os.environ.get("PYTHONPATH")])))
     if shutil.which("ncu") is None:
         found = sorted(Path("/opt/nvidia").glob("nsight-compute/*/ncu")) + sorted(Path("/usr/local").glob("cuda*/bin/ncu"))
         if found:
@@ -374,7 +381,8 @@ def main() -> int:
     ap.add_argument("--precision", default="fp32", help="kernelbench: fp32 or bf16")
     ap.add_argument("--preset", default=None, help="kernelbench: a rule preset (reward)")
     ap.add_argument("--bench-limit", type=int, default=50, help="bench: pairs of the reward-preset batch")
-    ap.add_argument("--bench-runs", default="fixed,reward", help="bench: which of fixed,reward to run")
+    ap.add_argument("--bench-runs", default="fixed,reward", help="bench: which of fixed,fixed-open "
+                    "(no sandbox),fixed-noseccomp,reward to run")
     ap.add_argument("--bench-ids", default=None, help="bench: the reward batch's problems as id ranges per level, "
                     "e.g. 1:1-30,2:1-20 (the custom kernels of benchmarks/kernels where they exist, else the reference)")
     ap.add_argument("--builds-n", type=int, default=16, help="builds: distinct CUDA candidates to build")

@@ -242,6 +242,7 @@ class PerformanceStage:
                         self.draft.timing_ms["flush_bytes"] = timing["flush_bytes"]
                         calls += 3 + int(timing["warmup"]) + len(times)
                         reported += sum(times)
+                        self._note_split(role, timing.get("split_ms"))
                         if role == "reference":
                             if times:
                                 ref_call_ms[b] = statistics.median(samples[role][b][-1])
@@ -273,6 +274,16 @@ class PerformanceStage:
         finally:
             self.ctx.collect(reference)
             self.ctx.collect(candidate)
+
+    def _note_split(self, role: str, split: Any) -> None:
+        """The worker's own account of a timing command (``timer.time_calls``'s ``split_ms``), summed per role into
+        ``timing_ms.worker_split_ms``: where time went inside the worker, for diagnosis only (it decides nothing)."""
+        if not isinstance(split, dict):
+            return
+        mine = self.draft.timing_ms.setdefault("worker_split_ms", {}).setdefault(role, {})
+        for part, value in split.items():
+            if isinstance(part, str) and isinstance(value, (int, float)) and math.isfinite(value):
+                mine[part] = mine.get(part, 0.0) + float(value)
 
     def _judge(self, reference: Worker, candidate: Worker, fetch: dict[str, Any], timed: dict[str, Any],
                deadline: float, what: dict[str, Any]) -> None:

@@ -420,7 +420,8 @@ class Session:
         def call(index: int) -> None:
             with torch.no_grad():
                 out = model(*sets[index % len(sets)])
-            if index >= final:  # a kernel may return one buffer of its own for every call (a CUDA graph's)
+            if index >= final:  # a kernel may return one buffer of its own for every call (a CUDA graph's);
+                self._sync()  # work it left queued on other streams is part of the output (the timed calls' rule)
                 last[index % len(sets)] = _copied(out)
 
         timer.burst(call, self.device, calls)

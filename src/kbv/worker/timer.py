@@ -73,8 +73,11 @@ def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: floa
     (before anything else runs), so the parent can judge any of them; ``ring_bytes`` bounds the trials to as many
     outputs as fit. ``slow_ms`` is the time per call above which a kernel counts as far slower than the reference
     (few trials: see ``_trial_count``); ``warmed``: this worker already warmed this forward up under the same flags
-    (a short warm-up only). Returns ``{"times_ms": [...], "warmup": n, "flush_bytes": b, "truncated": bool}``.
+    (a short warm-up only). Returns ``{"times_ms": [...], "warmup": n, "flush_bytes": b, "truncated": bool,
+    "split_ms": {...}}``; ``split_ms`` (where the command's time went, by the worker's own clock: before the trials,
+    the trials, the keeping of outputs, the calls themselves) is a diagnostic that decides nothing.
     """
+    t_start = _perf_counter_ns()
     flush_bytes = int(rule.flush_l2_factor * cache_bytes(device))
     flush = torch.empty(flush_bytes // 4, dtype=torch.int32, device=device)
     prepare = prepare or _no_prepare
@@ -125,13 +128,21 @@ def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: floa
     sync()
     calls = iter(range(FIRST_TIMED_CALL, 2**62))  # timed trials: one fresh input set each, from this index on
     times: list[float] = []
+    t_trials = _perf_counter_ns()
+    kept_ns = 0
     for _ in range(trials):
         index, ms, out = one()
         times.append(ms)
         if keep is not None:
+            t_keep = _perf_counter_ns()
             keep(index, out)
+            kept_ns += _perf_counter_ns() - t_keep
         del out
-    return {"times_ms": times, "warmup": warmup, "flush_bytes": flush_bytes, "truncated": truncated}
+    t_end = _perf_counter_ns()
+    split = {"before_trials": (t_trials - t_start) / 1e6, "trials": (t_end - t_trials) / 1e6, "keep": kept_ns / 1e6,
+             "timed_calls": sum(walls[3:])}  # diagnostics from the worker's clock: they decide nothing
+    return {"times_ms": times, "warmup": warmup, "flush_bytes": flush_bytes, "truncated": truncated,
+            "split_ms": split}
 
 
 def _output_bytes(out: Any) -> int:
