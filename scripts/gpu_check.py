@@ -351,10 +351,12 @@ def stage_agent(out: Path) -> None:
 
 
 def stage_vskb(out: Path, args: argparse.Namespace) -> None:
-    """kbv against KernelBench's own harness on the same pairs (benchmarks/vs_kernelbench.py)."""
+    """kbv against KernelBench's own harness on the same pairs (benchmarks/vs_kernelbench.py), pair by pair: the
+    custom kernels of benchmarks/kernels/kernelbench where they exist, else the reference, on both sides."""
     with (out / "vskb.log").open("w") as log:
         subprocess.run([sys.executable, str(ROOT / "benchmarks" / "vs_kernelbench.py"), "--kernelbench",
                         str(args.kb_peer), "--problems", str(args.kb_dir), "--pairs", args.vskb_pairs,
+                        "--candidates", str(ROOT / "benchmarks" / "kernels" / "kernelbench"),
                         "--out", str(out / "vskb")], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, timeout=1200)
     say("[vskb]", *(out / "vskb.log").read_text().strip().splitlines()[-30:])
 

@@ -225,6 +225,65 @@ def test_an_evaluation_judges_large_outputs_through_handoff(tmp_path, device):
     assert caught["verdict"] == "incorrect" and caught["env"]["output_handoff"]["correctness"][kind]["outputs"]
 
 
+def test_the_reference_state_is_handed_once_and_relayed_to_every_later_worker(codec):
+    """The reference's parameters leave its worker as sealed host memfds (``wire.split(host=True)``, even from a
+    GPU: a device buffer an importer maps could be written by it); the parent keeps the descriptors and sends the
+    same ones to each later worker, every one of which reads the same values into memory of its own."""
+    from kbv.worker.session import STATE_COMMANDS
+
+    assert {"setup", "perturb"} <= STATE_COMMANDS
+    weight, bias = big(3), torch.arange(4.0)
+    ref_end, parent_from_ref = pair()
+    wire.use_codec(codec)  # the reference worker
+    wire.send_parts(ref_end, *wire.split({"state": {"w": weight, "b": bias}}, handoff=True, host=True))
+    wire.use_codec(None)  # the parent
+    held = wire.recv(parent_from_ref, relay=True)["state"]
+    assert isinstance(held["w"], wire.Handle) and held["w"].kind == "host" and isinstance(held["b"], torch.Tensor)
+    for _ in range(3):  # correctness' candidate, then a timing pair's reference and candidate
+        parent_end, worker_end = pair()
+        wire.send(parent_end, {"cmd": "load", "state": held})
+        wire.use_codec(codec)  # a later worker
+        got = wire.recv(worker_end)["state"]
+        wire.use_codec(None)
+        assert torch.equal(got["w"], weight) and got["w"].data_ptr() != weight.data_ptr()
+        got["w"].zero_()  # the worker's copy is its own: the next worker still gets the reference's values
+        parent_end.close()
+        worker_end.close()
+    assert held["w"].fd >= 0
+    for c in (ref_end, parent_from_ref):
+        c.close()
+
+
+@pytest.mark.slow
+def test_a_pair_whose_weights_travel_as_descriptors_is_judged_on_the_perturbed_weights(tmp_path):
+    """Whole pair on the CPU, sandbox on: the reference's 2.3 MiB weight reaches the candidate as a descriptor, in
+    correctness (seeded, then perturbed) and in every timing worker; the honest candidate is correct only if it got
+    the perturbed values, and one that keeps the seeded weight it built instead is caught."""
+    from conftest import ROOT
+    from kbv.eval.pair import EvalOptions
+    from kbv.eval.runner import run_pairs
+    from kbv.problems import load_problem
+    from kbv.problems.candidates import Candidate, Pair
+    from kbv.records import read_records
+
+    problem = load_problem(ROOT / "tests/problems/handoff/level1/2_Linear_2MiB_weights.py")
+    honest, own = tmp_path / "honest.py", tmp_path / "own.py"
+    honest.write_text("import torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def __init__(self, n):\n"
+                      "        super().__init__()\n        self.fc = nn.Linear(n, n)\n\n"
+                      "    def forward(self, x):\n        return self.fc(x)\n")
+    own.write_text("import torch.nn as nn\nimport torch.nn.functional as F\n\nclass ModelNew(nn.Module):\n"
+                   "    def __init__(self, n):\n        super().__init__()\n        self.fc = nn.Linear(n, n)\n"
+                   "        self.kept = self.fc.weight.detach().clone()  # the seeded weight, never the loaded one\n\n"
+                   "    def forward(self, x):\n        return F.linear(x, self.kept.to(x.device), self.fc.bias)\n")
+    out = tmp_path / "r.jsonl"
+    run_pairs([Pair(problem, Candidate.from_path(honest, sample=0)), Pair(problem, Candidate.from_path(own, sample=1))],
+              EvalOptions(device="cpu", timeout=60.0, build_timeout=20.0, timing_pairs=1), out)
+    records = {r["sample"]: r for r in read_records(out)}
+    assert records[0]["verdict"] == "correct", records[0]["error"]
+    assert "fc.weight" in records[0]["correctness"]["parameters_perturbed"]
+    assert records[1]["verdict"] == "incorrect"
+
+
 def test_a_failed_device_export_is_remembered_with_its_reason(monkeypatch):
     """A worker whose device export fails sends its outputs through the pipe from then on; the reason is kept
     (the session reports it once, the record carries it as env.output_handoff.<stage>.export_failed)."""

@@ -127,12 +127,13 @@ class WireTimeout(Exception):
     """The other side stopped part-way through a message (not sending, or not reading) past the deadline."""
 
 
-def split(obj: Any, handoff: bool = False) -> tuple[bytes, list[Any]]:
+def split(obj: Any, handoff: bool = False, host: bool = False) -> tuple[bytes, list[Any]]:
     """The header and the distinct host tensors (or handles) of ``obj``: a tensor that occurs several times (the
     same view of the same memory: pointer, shape, strides, dtype, device) is copied and sent once. With
     ``handoff`` and a registered codec, a tensor of ``HANDOFF_MIN_BYTES`` or more is exported as a descriptor
-    instead (closed once sent); :class:`Handle` objects in ``obj`` are relayed as they are."""
-    splitter = _Splitter(handoff)
+    instead (closed once sent); with ``host`` too, always as a sealed host copy (a descriptor that may be relayed to
+    several receivers, none of which can change it); :class:`Handle` objects in ``obj`` are relayed as they are."""
+    splitter = _Splitter(handoff, host)
     body = splitter.walk(obj)
     return (json.dumps({"body": body, "__tensors__": splitter.specs}, allow_nan=True).encode(), splitter.tensors)
 
@@ -140,8 +141,9 @@ def split(obj: Any, handoff: bool = False) -> tuple[bytes, list[Any]]:
 class _Splitter:
     """``split``'s walk and what it collects (a class, not a recursive closure: no reference cycle)."""
 
-    def __init__(self, handoff: bool):
+    def __init__(self, handoff: bool, host: bool = False):
         self.handoff = handoff
+        self.host = host
         self.tensors: list[Any] = []
         self.specs: list[dict[str, Any]] = []
         self.seen: dict[tuple[Any, ...], int] = {}
@@ -169,7 +171,8 @@ class _Splitter:
                 return {"__tensor__": seen[key]}
             nbytes = int(_numel(x)) * int(_element_size(x))
             if self.handoff and _CODEC is not None and nbytes >= HANDOFF_MIN_BYTES and self.handles < MAX_HANDLES:
-                exported = _CODEC.export(_resolve_neg(_resolve_conj(_detach(x))))
+                plain = _resolve_neg(_resolve_conj(_detach(x)))
+                exported = _CODEC.export(_to(plain, "cpu") if self.host else plain)
                 if exported is not None:
                     self.handles += 1
                     kind, fd = exported

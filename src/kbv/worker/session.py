@@ -31,6 +31,9 @@ _monotonic = time.monotonic
 _DISTRIBUTIONS = {d.name: d for d in DISTRIBUTIONS}
 # Replies whose outputs go to the judge: large ones leave a candidate worker as descriptors (kbv.worker.handoff)
 HANDOFF_COMMANDS = frozenset({"forward", "fallback", "kept"})
+# The reference's state (parameters and buffers) leaves as sealed host memfds: the parent keeps the descriptors and
+# hands the same ones to every later worker of the pair (no pipe copies; nobody can change them).
+STATE_COMMANDS = frozenset({"setup", "perturb"})
 
 
 def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -55,6 +58,10 @@ def _shares_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
         return _Tensor.untyped_storage(a).data_ptr() == _Tensor.untyped_storage(b).data_ptr() != 0
     except RuntimeError:
         return False
+
+
+def _tensor_bytes(items: list[Any]) -> int:
+    return sum(_Tensor.numel(x) * _Tensor.element_size(x) for x in items if isinstance(x, _Tensor))
 
 
 def _copied(out: Any) -> tuple[str, list[Any]]:
@@ -403,14 +410,22 @@ class Session:
     def cmd_burst(self, msg: dict[str, Any]) -> dict[str, Any]:
         """``calls`` back-to-back calls under ``baseline``'s flags, cycling through ``BURST_INPUT_SETS`` input sets
         drawn from the command's key (loaded before the burst); the parent's clock times the command (see
-        ``timer.burst``). The last output of each set is kept for the parent to judge one."""
+        ``timer.burst``). The last output of each set is kept for the parent to judge one. The reference draws as
+        many sets as fit, with one kept output each (``output_bytes``), in ``budget_bytes`` (at least one) and says
+        how many; the candidate is told that count (``sets``)."""
         assert self.model is not None
         key, names = int(msg["key"]), tuple(msg.get("names") or ("D1",))
         calls = int(msg["calls"])
+        wanted = max(1, min(BURST_INPUT_SETS, calls, int(msg.get("sets") or BURST_INPUT_SETS)))
         sets = []
-        for s in range(max(1, min(BURST_INPUT_SETS, calls))):
+        for s in range(wanted):
             seed, dist = timed_call(key, s, names)
             sets.append(self._inputs(seed, dist))
+            if s == 0 and msg.get("budget_bytes") is not None:
+                per_set = _tensor_bytes(sets[0]) + int(msg.get("output_bytes") or 0)
+                wanted = max(1, min(wanted, int(msg["budget_bytes"]) // max(1, per_set)))
+            if len(sets) >= wanted:
+                break
         flags = backends.apply_baseline(msg["baseline"])
         self.integrity.flags_set(flags)
         model = self.model
@@ -543,6 +558,7 @@ def main(conn: Connection, spec: dict[str, Any] | None = None) -> None:
     wire.use_codec(codec)
     failure_told = False
     handoff_role = spec["role"] == "candidate"
+    state_role = spec["role"] == "reference"
     handlers = {"import": session.cmd_import, "setup": session.cmd_setup, "forward": session.cmd_forward,
                 "judge": session.cmd_judge, "precision": session.cmd_precision, "perturb": session.cmd_perturb,
                 "load": session.cmd_load, "fallback": session.cmd_fallback, "buffers": session.cmd_buffers, "time": session.cmd_time,
@@ -559,7 +575,10 @@ def main(conn: Connection, spec: dict[str, Any] | None = None) -> None:
         try:
             reply = {"ok": True, **handlers[msg["cmd"]](msg), "tamper": session.integrity.changes()}
             # copied out (to host, or to a shared buffer) now, inside the error handling
-            header, tensors = wire.split(reply, handoff=handoff_role and msg.get("cmd") in HANDOFF_COMMANDS)
+            if state_role and msg.get("cmd") in STATE_COMMANDS:
+                header, tensors = wire.split(reply, handoff=True, host=True)
+            else:
+                header, tensors = wire.split(reply, handoff=handoff_role and msg.get("cmd") in HANDOFF_COMMANDS)
             if codec.failure and not failure_told:  # outputs go through the pipe from now on: say why, once
                 failure_told = True
                 header, tensors = wire.split(reply | {"handoff_failure": codec.failure}, handoff=False)
