@@ -460,6 +460,15 @@ def test_timed_alias_when_nonnegative_is_always_right_and_aliases_when_timed():
     assert any(alias for _, _, alias in kept)  # no work, the input handed back: unseen by value
 
 
+def test_the_timing_ring_reports_outputs_that_alias_the_timed_inputs():
+    """The defence (issue 12, M5 on timed calls): the worker's timing command notes every kept output that shares
+    storage with the timed inputs, for the parent to flag output_aliases_input against the reference's own."""
+    sneaky, honest = candidate_session("timed_alias_when_nonnegative"), candidate_session("correct_torch")
+    msg = {"key": 99, "names": NAMES, "baselines": ["verified"], "share": 0.25, "round": 0, "ring_bytes": 32 * 2**20}
+    assert sneaky.cmd_time(msg)["ring"]["verified"]["aliased_outputs"] == [[0, 0]]
+    assert honest.cmd_time(msg)["ring"]["verified"]["aliased_outputs"] == []
+
+
 def test_timed_return_input_was_right_when_timed_inputs_were_d1():
     model = load("timed_return_input").ModelNew()
     old = _time_with(model, ["D1"])  # the old timing inputs

@@ -3,9 +3,10 @@ tensor itself wherever ReLU is the identity (every element non-negative: D1-D3) 
 catalogue M5/T8: an output aliasing an input, kept out of the calls where aliasing is checked). Every value is
 right; outside the timer it always computes.
 
-Expected today: verdict correct with flag fallback: a gap. Aliasing (like mutation and guard bands) is checked on
-correctness forwards only; a timed or burst call's output is copied and judged by value. Catching it: the same
-input-use checks on every kept timed output (output_aliases_input).
+Expected: verdict rejected with flags fallback and output_aliases_input. Every kept timed output and every burst
+set's kept output is checked for storage shared with the call's inputs, as correctness forwards are, against the
+reference's own (kbv.eval.performance's _judge_aliases). Mutation and guard bands are still checked on correctness
+forwards only.
 """
 import sys
 

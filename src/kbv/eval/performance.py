@@ -49,6 +49,7 @@ class PerformanceStage:
         self.baselines = list(ctx.options.baselines)
         self.truncated = False  # the candidate was far slower: timed once, with few trials
         self.burst_seen: dict[str, Any] | None = None  # the clock cross-check's measurements (_burst_check)
+        self.aliased: dict[str, set[tuple[int, int]]] = {"reference": set(), "candidate": set()}  # timed, burst
         # the distributions timed inputs come from (a problem's declared skips left out): kbv.protocol.timed_call
         self.names = tuple(d.name for d in DISTRIBUTIONS if d.name not in ctx.problem.skip)
         total = (ctx.draft.env.get("device") or {}).get("total_memory") if ctx.device == "cuda" else None
@@ -143,6 +144,7 @@ class PerformanceStage:
             self.ev.fail(Failure("performance", "candidate", failure.kind, failure_dict("performance", failure)))
             return
         self.ev.timing_truncated = self.truncated
+        self._judge_aliases()
         clocks_end = envinfo.gpu_clocks(ctx.gpu) if ctx.device == "cuda" else {}
         speedups: dict[str, Any] = {}
         for baseline in ("standard", "verified"):
@@ -246,6 +248,7 @@ class PerformanceStage:
                         calls += 3 + int(timing["warmup"]) + len(times)
                         reported += sum(times)
                         self._note_split(role, timing.get("split_ms"))
+                        self._note_aliases(role, ((reply.get("ring") or {}).get(b) or {}).get("aliased_outputs"))
                         if role == "reference":
                             if times:
                                 ref_call_ms[b] = statistics.median(samples[role][b][-1])
@@ -277,6 +280,21 @@ class PerformanceStage:
         finally:
             self.ctx.collect(reference)
             self.ctx.collect(candidate)
+
+    def _note_aliases(self, role: str, pairs: Any) -> None:
+        """[output, input] pairs a worker saw sharing storage among its kept timed and burst outputs."""
+        if isinstance(pairs, list):
+            self.aliased[role] |= {(int(p[0]), int(p[1])) for p in pairs
+                                   if isinstance(p, list) and len(p) == 2 and all(isinstance(v, int) for v in p)}
+
+    def _judge_aliases(self) -> None:
+        """An output that shares storage with an input in a timed or burst call, where the reference's do not:
+        ``output_aliases_input``, as on correctness forwards (a kernel that hands its input back only while timed)."""
+        extra = sorted(self.aliased["candidate"] - self.aliased["reference"])
+        if extra:
+            self.ev.see("output_aliases_input")
+            self.draft.correctness.setdefault("input_use", {}).setdefault("aliased_outputs", {})["timed"] = [
+                list(pair) for pair in extra]
 
     def _note_split(self, role: str, split: Any) -> None:
         """The worker's own account of a timing command (``timer.time_calls``'s ``split_ms``), summed per role into
@@ -358,6 +376,7 @@ class PerformanceStage:
                 t0 = time.perf_counter()
                 reply = self._call(worker, role, msg, deadline)
                 elapsed.append((time.perf_counter() - t0) * 1e3)
+                self._note_aliases(role, reply.get("aliased_outputs"))
                 if role == "reference" and n == calls:
                     sets = max(1, min(BURST_INPUT_SETS, int(reply.get("sets") or 1)))
             wall[role] = max(elapsed[2] - elapsed[1], 1e-6) / (calls - short)

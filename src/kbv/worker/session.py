@@ -60,15 +60,23 @@ def _shares_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
         return False
 
 
+def _aliases(items: list[Any], inputs: list[Any]) -> list[list[int]]:
+    """[output, input] index pairs of a call's described outputs that share storage with its inputs."""
+    return [[k, i] for k, item in enumerate(items) if "tensor" in item
+            for i, a in enumerate(inputs) if type(a) is _Tensor and _shares_storage(item["tensor"], a)]
+
+
 def _tensor_bytes(items: list[Any]) -> int:
     return sum(_Tensor.numel(x) * _Tensor.element_size(x) for x in items if isinstance(x, _Tensor))
 
 
-def _copied(out: Any) -> tuple[str, list[Any]]:
-    """``_describe_output`` with every tensor copied now: what the call returned, whatever happens to it later."""
+def _copied(out: Any, inputs: list[Any] | None = None) -> tuple[str, list[Any], list[list[int]]]:
+    """``_describe_output`` with every tensor copied now (what the call returned, whatever happens to it later),
+    and the outputs that share storage with ``inputs`` (``_aliases``)."""
     structure, items = _describe_output(out)
+    aliased = _aliases(items, inputs) if inputs else []
     return structure, [dict(item, tensor=_Tensor.clone(item["tensor"])) if "tensor" in item else item
-                       for item in items]
+                       for item in items], aliased
 
 
 def _describe_output(out: Any) -> tuple[str, list[Any]]:
@@ -332,13 +340,16 @@ class Session:
 
         return call, prepare
 
-    def _ring(self, name: Any) -> Callable[[int, Any], None]:
+    def _ring(self, name: Any, aliased: list[list[int]]) -> Callable[[int, Any], None]:
         """Keep every timed call's output (a copy taken the moment its trial ends) until the parent draws the
-        judged ones: the worker never knows which call is judged."""
+        judged ones: the worker never knows which call is judged. Outputs that share storage with the timed inputs
+        are noted in ``aliased`` ([output, input] pairs, once each), as correctness forwards note them."""
         ring: list[Any] = self.rings.setdefault(name, [])
+        buffers = self.timing_inputs or []
 
         def keep(index: int, out: Any) -> None:
-            structure, copies = _copied(out)
+            structure, copies, pairs = _copied(out, buffers)
+            aliased.extend(p for p in pairs if p not in aliased)
             ring.append((index, structure, copies, out))
             if len(ring) > 1:  # only the last call's own output stays referenced (the deferred-write check)
                 ring[-2] = ring[-2][:3] + (None,)
@@ -376,7 +387,8 @@ class Session:
             self.integrity.flags_set(flags[baseline])
             call, prepare = self._timed_call(dict(msg, key=baseline_key(int(msg["key"]), baseline)))
             name = (round_name, baseline)
-            keep = self._ring(name) if keep_outputs else None
+            aliased: list[list[int]] = []
+            keep = self._ring(name, aliased) if keep_outputs else None
             slow = msg.get("slow_ms")
             timings[baseline] = timer.time_calls(call, self.device, rule, float(msg.get("share", 1.0)),
                                                  msg.get("max_trials"), prepare, keep,
@@ -387,7 +399,7 @@ class Session:
             self.warmed.add(baseline)
             if keep_outputs:
                 ring_info[baseline] = {"kept": len(self.rings.get(name, [])),
-                                       "changed_after_return": self._deferred(name)}
+                                       "changed_after_return": self._deferred(name), "aliased_outputs": aliased}
         return {"timing": timings, "flags": flags, "ring": ring_info}
 
     def cmd_kept(self, msg: dict[str, Any]) -> dict[str, Any]:
@@ -430,6 +442,7 @@ class Session:
         self.integrity.flags_set(flags)
         model = self.model
         last: dict[int, tuple[str, list[Any]]] = {}
+        aliased: list[list[int]] = []
         final = calls - len(sets)  # each set's last call: its output is copied when the call ends, in both roles
 
         def call(index: int) -> None:
@@ -437,13 +450,15 @@ class Session:
                 out = model(*sets[index % len(sets)])
             if index >= final:  # a kernel may return one buffer of its own for every call (a CUDA graph's);
                 self._sync()  # work it left queued on other streams is part of the output (the timed calls' rule)
-                last[index % len(sets)] = _copied(out)
+                structure, copies, pairs = _copied(out, sets[index % len(sets)])
+                aliased.extend(p for p in pairs if p not in aliased)
+                last[index % len(sets)] = (structure, copies)
 
         timer.burst(call, self.device, calls)
         if self.spec["role"] == "candidate" and msg.get("keep", True):
             for s, (structure, items) in last.items():
                 self.rings[("burst", s)] = [(s, structure, items, None)]
-        return {"sets": len(sets)}
+        return {"sets": len(sets), "aliased_outputs": aliased}
 
     def cmd_memory(self, msg: dict[str, Any]) -> dict[str, Any]:
         """One call's peak memory. On the CPU in two steps the parent measures between: ``phase: prepare`` loads
