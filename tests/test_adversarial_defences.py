@@ -570,6 +570,21 @@ def test_mallopt_unpoison_beta_zero_survives_the_poison():
     assert torch.equal(model(x), torch.relu(x))
 
 
+def test_a_poison_turned_off_during_the_call_is_seen_by_the_canary_after_it():
+    """The defence (issue 12, rule 4's "poisoning verified after the call"): a fresh heap allocation before and
+    after the poisoned forward must hold the same poison byte; the worker notes the change as tamper."""
+    sneaky, honest = candidate_session("mallopt_unpoison_beta_zero"), candidate_session("correct_torch")
+    msg = {"seed": 3, "distribution": "D1", "poison": {"byte": POISON_BYTES[0], "sizes": []}}
+    try:
+        honest.cmd_forward(msg)
+        assert honest.integrity.noted == []
+        sneaky.cmd_forward(msg)
+        assert sneaky.integrity.noted == ["allocator poison (glibc M_PERTURB) turned off during the call"]
+        assert sneaky.integrity.noted[0] in sneaky.integrity.changes()
+    finally:
+        _LIBC.mallopt(_M_PERTURB, 0)
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # A binary renamed or deleted after loading (defence: the parent reads the worker's mappings, map_files included)
 

@@ -3,10 +3,11 @@ mallopt(M_PERTURB, 0)) and then reads memory it never wrote (hack catalogue M2):
 buffer holds kbv's first poison pattern (0xFF bytes) throughout and right otherwise, so with the poison undone its
 values are right. No kbv function is patched.
 
-Expected today: verdict correct with flag fallback: a gap. The poison is set before each call and never verified
-after it, and glibc's M_PERTURB setting cannot be read back. Catching it: poison verified after the call (a
-poisoned canary allocation made right after forward returns), or poison the candidate cannot turn off (an
-allocator kbv owns, e.g. LD_PRELOAD) (uninitialized_read).
+Expected: verdict rejected with flags fallback and tamper. The poison is verified after the call: a fresh heap
+allocation (``kbv.worker.memory.perturb_canary``) holds the poison byte before the call and must still hold it
+after, else the worker reports the change (tamper). Residual: a candidate that sets M_PERTURB back before returning
+is not seen (glibc's setting cannot be read back); poison the candidate cannot turn off would need an allocator kbv
+owns (e.g. LD_PRELOAD).
 """
 import ctypes
 import ctypes.util

@@ -106,6 +106,11 @@ class Integrity:
         self._getters = _watched()
         self._identity = {name: self._current(name, get) for name, get in self._getters.items()}
         self.expected_flags = backends.read_flags()
+        self.noted: list[str] = []  # changes the worker saw itself (an allocator poison turned off)
+
+    def note(self, change: str) -> None:
+        if change not in self.noted:
+            self.noted.append(change)
 
     @staticmethod
     def _current(name: str, get: Callable[[], Any]) -> Any:
@@ -127,4 +132,4 @@ class Integrity:
         now = backends.read_flags()
         changed += [f"flag {k}: {self.expected_flags.get(k)!r} -> {v!r}" for k, v in now.items()
                     if self.expected_flags.get(k) != v]
-        return changed
+        return changed + self.noted

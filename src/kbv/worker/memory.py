@@ -149,6 +149,27 @@ def poison_freed(device: str, byte: int, sizes: list[int], copies: int = 2) -> i
     return total
 
 
+CANARY_BYTES = 16 * 1024  # above glibc's per-thread cache (whose blocks M_PERTURB does not fill), below mmap
+
+
+def perturb_canary() -> int | None:
+    """The byte a fresh heap allocation holds right now, if every byte of it is the same (``M_PERTURB`` in force),
+    else None: taken before and after a poisoned call, a change means the call turned the poison off."""
+    libc = _libc()
+    if libc is None or not hasattr(libc, "malloc"):
+        return None
+    libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+    libc.free.argtypes = [ctypes.c_void_p]
+    ptr = libc.malloc(CANARY_BYTES)
+    if not ptr:
+        return None
+    try:
+        data = ctypes.string_at(ptr, CANARY_BYTES)
+    finally:
+        libc.free(ptr)
+    return data[0] if data.count(data[:1]) == CANARY_BYTES else None
+
+
 def device_in_use(device: str) -> int | None:
     """Bytes of device memory in use by anyone (``cudaMemGetInfo``: total - free); None on the CPU."""
     if not device.startswith("cuda"):

@@ -218,12 +218,16 @@ class Session:
         tensor_args = [(i, a) for i, a in enumerate(args) if type(a) is _Tensor]
         before = [(i, _Tensor.clone(a)) for i, a in tensor_args]
         poison = msg.get("poison")
+        canary = None
         if poison:  # last before the call: freed blocks of the sizes it allocates hold the poison byte
             memory.poison_freed(self.device, int(poison["byte"]), [int(n) for n in poison["sizes"]])
+            canary = memory.perturb_canary() if self.device == "cpu" else None
         threads_before = _thread_count()
         with torch.no_grad():
             out = self.model(*args)
         self._sync()
+        if canary is not None and memory.perturb_canary() != canary:  # the poison, verified after the call
+            self.integrity.note("allocator poison (glibc M_PERTURB) turned off during the call")
         threads_after = _thread_count()
         structure, items = _describe_output(out)
         usage = {
