@@ -312,6 +312,17 @@ def stage_overhead(out: Path) -> None:
             say("[overhead]", proc.stdout.strip() or proc.stderr.strip()[-2000:])
 
 
+VSKB_PAIRS = (  # KernelBench problems of all three levels, side by side (docs/results/h200-2026-12-01-c)
+    "level1/1_Square_matrix_multiplication_", "level1/2_Standard_matrix_multiplication_",
+    "level1/3_Batched_matrix_multiplication", "level1/4_Matrix_vector_multiplication_",
+    "level1/6_Matmul_with_large_K_dimension_", "level1/7_Matmul_with_small_K_dimension_",
+    "level1/8_Matmul_with_irregular_shapes_", "level1/9_Tall_skinny_matrix_multiplication_",
+    "level2/1_Conv2D_ReLU_BiasAdd", "level2/2_ConvTranspose2d_BiasAdd_Clamp_Scaling_Clamp_Divide",
+    "level2/4_Conv2d_Mish_Mish", "level2/12_Gemm_Multiply_LeakyReLU", "level2/14_Gemm_Divide_Sum_Scaling",
+    "level2/18_Matmul_Sum_Max_AvgPool_LogSumExp_LogSumExp", "level2/76_Gemm_Add_ReLU", "level3/1_MLP",
+    "level3/2_ShallowWideMLP", "level3/3_DeepNarrowMLP", "level3/4_LeNet5", "level3/5_AlexNet",
+)
+
 AGENT_REPLAYS = (  # (name, the replayed kernels in answer order, kbv agent run's own flags)
     ("agent-relu", ["benchmarks/kernels/kernelbench/level_1_problem_19_sample_0_kernel.py"],
      ["--problem", "src/kbv/suites/builtin/level1/5_ReLU.py", "--max-iters", "2"]),
@@ -389,8 +400,10 @@ def main() -> int:
                     "e.g. 1:1-30,2:1-20 (the custom kernels of benchmarks/kernels where they exist, else the reference)")
     ap.add_argument("--builds-n", type=int, default=16, help="builds: distinct CUDA candidates to build")
     ap.add_argument("--gpu-share", type=int, default=1, help="bench: the reward batch's pairs in flight per GPU")
-    ap.add_argument("--vskb-pairs", default="level1/19_ReLU,level1/1_Square_matrix_multiplication_",
-                    help="vskb: comma-separated KernelBench problem keys")
+    ap.add_argument("--vskb-pairs", default=",".join(VSKB_PAIRS),
+                    help="vskb: comma-separated KernelBench problem keys (default: the 20 named pairs of "
+                    "docs/results/h200-2026-12-01-c; KernelBench's side alone took 535 s for 19 of them: split "
+                    "them over two calls)")
     ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "gpu-results")))
     ap.add_argument("--build-workers", type=int, default=envinfo.cpu_count())
     args = ap.parse_args()
