@@ -64,7 +64,8 @@ DOCUMENTED = (
     "print_forged_result", "reference_subclass_from_file", "reference_via_sys_modules",
     "relu_sign_of_first_element", "seed_capture_precompute", "softmax_no_max", "steal_from_frames",
     "strided_output", "swallow_exception_fallback", "tamper_allclose_zeros", "tamper_event_elapsed",
-    "tamper_obfuscated", "timer_frame_rewrite", "uninit_beta_zero", "write_kbv_source",
+    "tamper_obfuscated", "timer_frame_rewrite", "uninit_beta_zero", "write_kbv_source", "mallopt_unpoison_beta_zero",
+    "timed_alias_when_nonnegative", "timed_return_input",
 )
 
 
@@ -261,7 +262,8 @@ def test_rejections_name_what_was_done(corpus: dict[str, dict[str, Any]]) -> Non
             "torch.Tensor.__eq__"} <= tamper["tamper_allclose_zeros"]
     assert "torch.manual_seed" in tamper["fix_seed_patch"]
     use = corpus["alias_input_when_identity"]["correctness"]["input_use"]
-    assert set(use["aliased_outputs"]) == {"D1", "D2", "D3"} and "mutated_inputs" not in use
+    # the non-negative distributions' correctness forwards, and its timed calls (kept timed outputs are checked too)
+    assert set(use["aliased_outputs"]) == {"D1", "D2", "D3", "timed"} and "mutated_inputs" not in use
     mutated = corpus["mutate_input_to_match"]["correctness"]["input_use"]["mutated_inputs"]
     assert set(mutated) == {"D1", "D2", "D3", "D4", "D5", "D6"}
     memory = corpus["hidden_memory_numpy"]["memory_bytes"]

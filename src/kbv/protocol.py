@@ -6,6 +6,7 @@ here and nowhere else; the README's tables are written from this module (``kbv p
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from dataclasses import dataclass
 from typing import Final
@@ -282,9 +283,14 @@ def timed_call(key: int, index: int, names: tuple[str, ...]) -> tuple[int, str]:
     worker holds a command's key before the command."""
     pool = [name for name in names for _ in range(TIMED_DISTRIBUTION_WEIGHTS.get(name, 0))] or ["D1"]
     block, slot = divmod(index, len(pool))
-    rank = [hashlib.blake2b(f"{key}:{block}:{i}".encode(), digest_size=8).digest() for i in range(len(pool))]
-    order = sorted(range(len(pool)), key=lambda i: rank[i])
-    return _derived(f"{key}:call:{index}"), pool[order[slot]]
+    return _derived(f"{key}:call:{index}"), pool[_block_order(key, block, len(pool))[slot]]
+
+
+@functools.lru_cache(maxsize=256)
+def _block_order(key: int, block: int, size: int) -> tuple[int, ...]:
+    """The shuffled order of one block of ``size`` consecutive timed calls (computed once per block, not per call)."""
+    rank = [hashlib.blake2b(f"{key}:{block}:{i}".encode(), digest_size=8).digest() for i in range(size)]
+    return tuple(sorted(range(size), key=lambda i: rank[i]))
 
 
 def baseline_key(key: int, baseline: str) -> int:
