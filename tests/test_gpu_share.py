@@ -143,3 +143,20 @@ def test_a_pair_runs_correctness_shared_and_timing_exclusive(tmp_path, monkeypat
                                      "cpu", gate=Recording()).run(pair_mod.CompileResult(ok=True))
     assert seen == [("enter", "shared"), ("stage", "correctness"), ("enter", "exclusive"), ("stage", "performance")]
     assert "performance/waiting_for_gpu" in record.wall_seconds
+
+
+def test_the_runner_raises_a_low_open_file_limit_towards_the_hard_one():
+    """The parent keeps descriptors of every pair in flight (the reference's state, relayed outputs)."""
+    import resource
+
+    from kbv.eval.runner import raise_open_file_limit
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    low = 256 if hard == resource.RLIM_INFINITY else min(256, hard)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (low, hard))
+    try:
+        raised = raise_open_file_limit(4096)
+        now = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        assert raised == now and now == (4096 if hard == resource.RLIM_INFINITY else min(4096, hard)) and now >= low
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

@@ -10,6 +10,7 @@ single slot, since concurrent CPU runs would disturb each other's timings.
 from __future__ import annotations
 
 import queue
+import resource
 import shutil
 import signal
 import threading
@@ -203,6 +204,21 @@ def build_candidates(pairs: Sequence[Pair], options: EvalOptions, *, build_worke
     return compiled
 
 
+def raise_open_file_limit(wanted: int = 65536) -> int:
+    """Raise this process's soft limit on open files towards the hard one (at most ``wanted``) and return it: the
+    parent holds the descriptors of every pair in flight (the reference's state and relayed outputs, up to
+    ``wire.MAX_HANDLES`` per message), which a default soft limit of 1024 can run out of."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = wanted if hard == resource.RLIM_INFINITY else min(hard, wanted)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError):
+            pass
+    return soft
+
+
 def run_pairs(pairs: Sequence[Pair], options: EvalOptions, out: str | Path, *, resume: bool = False,
               build_workers: int = 1, progress: Progress | None = None,
               label: Callable[[Pair], str] | None = None, existing: str = "append",
@@ -230,6 +246,7 @@ def run_pairs(pairs: Sequence[Pair], options: EvalOptions, out: str | Path, *, r
         notice(message)
     elif message:  # no source line: the warning is about the machine, not about the caller's code
         warnings.warn_explicit(message, IsolationWarning, filename="kbv", lineno=0, module="kbv.eval.runner")
+    raise_open_file_limit()
     writer = RecordWriter(out)
     done = recorded_keys(out) if resume else set()
     todo = [p for p in pairs if p.key not in done]
