@@ -174,8 +174,8 @@ FLAGS: Final = {
     "wall_clock_mismatch": "the worker's timer and the evaluator's own clock disagree on back-to-back calls "
     "(timing_ms.burst, the one clock cross-check): a claimed speedup of BURST_MIN_CLAIM (BURST_MIN_CLAIM_CPU on the "
     "CPU) or more (the lower end of the record's interval, over every pair) shows as at most "
-    "BURST_MAX_WALL_SPEEDUP while the reference's wall time is its timed work, or, whatever the claim, the candidate's wall time per call is over "
-    "BURST_MAX_WALL_OVER_TIMED times its timed median beyond the reference's own ratio (time taken off the timer, or "
+    "BURST_MAX_WALL_SPEEDUP while the reference's wall time is its timed work, or, whatever the claim, the "
+    "candidate's wall time per call is over BURST_MAX_WALL_OVER_TIMED times its timed median beyond the reference's own ratio (time taken off the timer, or "
     "host overhead that eats the kernel's gain)",
     "timing_truncated": "the candidate is far slower than the reference (its time per call above "
     "TIMING_TRUNCATE_FACTOR times the reference's median, its trials longer than TIMING_TRUNCATE_MIN_MS): it was "

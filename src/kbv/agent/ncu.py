@@ -73,8 +73,9 @@ class NcuProfiler:
         if reason:
             return {"status": "skipped", "reason": reason}
         cmd = ["ncu", "--clock-control", "none", "--csv", "--page", "raw", "--nvtx", "--nvtx-include", f"{RANGE}/",
-               "--target-processes", "all", "--metrics", ",".join(METRICS.values()), sys.executable, "-m", "kbv.worker.ncu_target", str(problem.path),
-               str(kernel), "--precision", self.precision]
+               "--target-processes", "all", "--metrics", ",".join(METRICS.values()),
+               sys.executable, "-m", "kbv.worker.ncu_target", str(problem.path), str(kernel),
+               "--precision", self.precision]
         if self.profile:
             cmd += ["--profile", self.profile]
         try:

@@ -66,10 +66,6 @@ def _aliases(items: list[Any], inputs: list[Any]) -> list[list[int]]:
             for i, a in enumerate(inputs) if type(a) is _Tensor and _shares_storage(item["tensor"], a)]
 
 
-def _tensor_bytes(items: list[Any]) -> int:
-    return sum(_Tensor.numel(x) * _Tensor.element_size(x) for x in items if isinstance(x, _Tensor))
-
-
 def _copied(out: Any, inputs: list[Any] | None = None) -> tuple[str, list[Any], list[list[int]]]:
     """``_describe_output`` with every tensor copied now (what the call returned, whatever happens to it later),
     and the outputs that share storage with ``inputs`` (``_aliases``)."""
@@ -438,7 +434,7 @@ class Session:
             seed, dist = timed_call(key, s, names)
             sets.append(self._inputs(seed, dist))
             if s == 0 and msg.get("budget_bytes") is not None:
-                per_set = _tensor_bytes(sets[0]) + int(msg.get("output_bytes") or 0)
+                per_set = timer.output_bytes(sets[0]) + int(msg.get("output_bytes") or 0)
                 wanted = max(1, min(wanted, int(msg["budget_bytes"]) // max(1, per_set)))
             if len(sets) >= wanted:
                 break

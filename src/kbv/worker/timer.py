@@ -115,7 +115,7 @@ def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: floa
 
     estimates = [one() for _ in range(3)]
     estimate = sorted(ms for _, ms, _ in estimates)[1]
-    out_bytes = _output_bytes(estimates[-1][2])
+    out_bytes = output_bytes(estimates[-1][2])
     del estimates
     warmup, trials, truncated = _trial_count(estimate, rule, share, slow_ms, sorted(walls)[1], warmed)
     if max_trials is not None:
@@ -145,7 +145,8 @@ def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: floa
             "split_ms": split}
 
 
-def _output_bytes(out: Any) -> int:
+def output_bytes(out: Any) -> int:
+    """Bytes of the tensors in a forward's result (one tensor, or a tuple or list of them)."""
     items = out if isinstance(out, (tuple, list)) else [out]
     return sum(int(_numel(x)) * int(_element_size(x)) for x in items if isinstance(x, torch.Tensor))
 
