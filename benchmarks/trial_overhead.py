@@ -41,11 +41,17 @@ def median_ms(step: Callable[[], Any], sync: Callable[[], None], calls: int) -> 
     return statistics.median(times)
 
 
+def _under_device(problem: Any, device: str) -> list[Any]:
+    with torch.device(device):
+        return list(problem.get_inputs())
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--shape", default="64,2048")
     ap.add_argument("--calls", type=int, default=300)
+    ap.add_argument("--cprofile", action="store_true", help="also profile the input load's host side (cProfile)")
     args = ap.parse_args()
     device, shape = args.device, tuple(int(x) for x in args.shape.split(","))
     sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
@@ -85,6 +91,32 @@ def main() -> int:
     for name, step in steps.items():
         median_ms(step, sync, 20)  # warm
         result[f"{name}_ms"] = round(median_ms(step, sync, args.calls), 4)
+    # The host's side alone (no synchronize: what the worker pays before the GPU even runs) and its parts.
+    from kbv.worker.loading import seed_everything
+    no_sync = lambda: None  # noqa: E731
+    host_steps: dict[str, Callable[[], Any]] = {
+        "make_inputs": steps["make_inputs"], "make_and_load_inputs": load,
+        "seed_everything": lambda: seed_everything(2),
+        "get_inputs_under_device": lambda: _under_device(problem, device),
+        "scale_shift": lambda: buffers[0] * dist.scale + dist.shift,
+        "copy_into_buffer": lambda: buffers[0].copy_(out),
+    }
+    result["host_only_ms"] = {name: round(median_ms(step, no_sync, args.calls), 4) for name, step in host_steps.items()}
+    sync()
+    if args.cprofile:
+        import cProfile
+        import io
+        import pstats
+
+        prof = cProfile.Profile()
+        prof.enable()
+        for _ in range(args.calls):
+            load()
+        prof.disable()
+        sync()
+        text = io.StringIO()
+        pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(15)
+        result["cprofile_load_tottime"] = text.getvalue().splitlines()[-25:]
     kept: list[Any] = []
 
     def prepare(index: int) -> None:

@@ -307,7 +307,7 @@ def stage_overhead(out: Path) -> None:
     with (out / "overhead.jsonl").open("w") as log:
         for shape in ("64,2048", "4096,4096"):
             proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "trial_overhead.py"), "--device", "cuda",
-                                   "--shape", shape], capture_output=True, text=True, cwd=ROOT, timeout=300)
+                                   "--shape", shape, "--cprofile"], capture_output=True, text=True, cwd=ROOT, timeout=300)
             log.write(proc.stdout)
             say("[overhead]", proc.stdout.strip() or proc.stderr.strip()[-2000:])
 

@@ -126,3 +126,16 @@ def test_kbv_children_import_the_same_kbv() -> None:
     env = proc.kbv_env({"PYTHONPATH": "/somewhere" + os.pathsep + proc.KBV_ROOT})
     assert env["PYTHONPATH"].split(os.pathsep) == [proc.KBV_ROOT, "/somewhere"]
     assert (Path(proc.KBV_ROOT) / "kbv" / "__init__.py").is_file()
+
+
+def test_readme_layout_names_every_package_and_module() -> None:
+    """The README's "Layout" block matches the tree: every package appears as ``name/`` and every module by name."""
+    import re
+    block = (SRC.parent / "README.md").read_text().split("## Layout", 1)[1].split("```")[1]
+    words = set(re.findall(r"[A-Za-z_]+", block))
+    root = SRC / "kbv"
+    missing = sorted(str(f.relative_to(root)) for f in root.rglob("*.py")
+                     if not {"suites", "examples"} & set(f.relative_to(root).parts)
+                     and f.stem not in ("__init__", "__main__") and f.stem not in words)
+    missing += sorted(f"{d.name}/" for d in root.iterdir() if (d / "__init__.py").exists() and f"{d.name}/" not in block)
+    assert not missing, f"not in the README's Layout section: {missing}"

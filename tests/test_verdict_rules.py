@@ -252,6 +252,10 @@ class FakeWorker:
     def __exit__(self, *exc: object) -> None:
         pass
 
+    def close(self) -> None:
+        self.closed.append(self.spec.log_path.name)
+
+    closed: list[str] = []
     budgets: list[tuple[str, str, int | None]] = []
 
     def call(self, msg: dict[str, Any], deadline: float, max_bytes: int | None = None) -> dict[str, Any]:
@@ -264,6 +268,7 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> type[FakeWorker]:
     monkeypatch.setattr(context_module, "Worker", FakeWorker)
     FakeWorker.scripts = {}
     FakeWorker.budgets = []
+    FakeWorker.closed = []
     return FakeWorker
 
 
@@ -355,6 +360,49 @@ def test_a_far_slower_kernel_is_timed_once_and_bounded(fake, tmp_path) -> None:
         s = ctx.draft.speedup[baseline]
         assert s["bound"] == "upper" and s["value"] == pytest.approx(0.1 / 5.0)
     assert decide(ctx.evidence, RULES).flags == ["timing_truncated"]
+
+
+def test_every_pairs_workers_are_set_up_together_before_any_is_timed(fake, tmp_path) -> None:
+    """The performance stage starts and sets up all its process pairs' workers at once (their start-up overlaps),
+    each logging to a file of its own, and closes every one of them."""
+    inner = timing_script(1.0, 0.0)
+    setups: list[tuple[float, float]] = []
+    timed_after: list[float] = []
+
+    def slow_setup(msg: dict[str, Any]) -> dict[str, Any]:
+        if msg["cmd"] == "setup":
+            t0 = time.monotonic()
+            time.sleep(0.2)
+            setups.append((t0, time.monotonic()))
+        elif msg["cmd"] == "time":
+            timed_after.append(time.monotonic())
+        return inner(msg)
+
+    fake.scripts = {"reference": slow_setup, "candidate": slow_setup}
+    ctx = context(tmp_path, timing_pairs=3, protocol="verified")
+    performance.PerformanceStage(ctx).run()
+    assert len(setups) == 6
+    assert max(start for start, _ in setups) < min(end for _, end in setups)  # all six setups overlapped
+    assert min(timed_after) >= max(end for _, end in setups)  # nothing timed while any worker was starting
+    assert sorted(fake.closed) == sorted(f"performance-{role}-{i}.log" for i in range(3)
+                                         for role in ("reference", "candidate"))
+
+
+def test_a_failed_start_is_the_first_in_start_order_and_every_started_worker_is_closed(fake, tmp_path) -> None:
+    inner = timing_script(1.0, 0.0)
+
+    def failing(which: str) -> Callable[[dict], dict]:
+        def script(msg: dict[str, Any]) -> dict[str, Any]:
+            if msg["cmd"] == "setup" and which == "candidate":
+                raise WorkerFailure("died", "candidate setup died")
+            return inner(msg)
+        return script
+
+    fake.scripts = {"reference": failing("reference"), "candidate": failing("candidate")}
+    ctx = context(tmp_path, timing_pairs=2, protocol="verified")
+    performance.PerformanceStage(ctx).run()
+    assert [(f.stage, f.role, f.kind) for f in ctx.evidence.failures] == [("performance", "candidate", "died")]
+    assert len(fake.closed) == 4  # both references and both candidates
 
 
 def test_truncation_cap_follows_the_reference(fake, tmp_path) -> None:

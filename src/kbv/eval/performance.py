@@ -14,6 +14,7 @@ import math
 import secrets
 import statistics
 import time
+from dataclasses import replace
 from typing import Any
 
 from kbv import envinfo, stats
@@ -28,7 +29,7 @@ from kbv.protocol import (
     REFERENCE_REMEASURE_TRIALS, RING_BYTES, RING_DEVICE_FRACTION, TIMED_DISTRIBUTION_WEIGHTS, TIMING_ROUNDS, TIMING_RULES, TIMING_TRUNCATE_FACTOR, timed_call,
 )
 from kbv.sandbox import observe
-from kbv.sandbox.launch import Worker, WorkerFailure
+from kbv.sandbox.launch import Worker, WorkerFailure, WorkerSpec
 
 Samples = dict[str, dict[str, list[list[float]]]]  # samples[role][baseline]: one list of trial times per pair
 
@@ -59,19 +60,64 @@ class PerformanceStage:
 
     # -- workers --------------------------------------------------------------------------------------------------
 
-    def _worker(self, role: str, deadline: float) -> Worker:
+    def _worker(self, role: str, spec: WorkerSpec, deadline: float, spent: list[float]) -> Worker:
         """A fresh worker for timing, with the reference's initial state loaded (the reference loads it too, so
-        both processes allocate alike)."""
+        both processes allocate alike); [start, setup] seconds go to ``spent``."""
         state = self.ctx.ref_state if role == "reference" else self.ctx.candidate_state()
         try:
-            worker = self.ctx.start(role, "performance", deadline)
-            with self.ctx.clock("performance", "setup"):
+            t0 = time.monotonic()
+            worker = self.ctx.start(role, "performance", deadline, spec=spec, charge=False)
+            t1 = time.monotonic()
+            try:
                 worker.call({"cmd": "setup", "init_seed": self.ctx.init_seed, "state": state}, deadline)
+            except BaseException:
+                self.ctx.collect(worker)
+                worker.close()
+                raise
+            spent[:] = [t1 - t0, time.monotonic() - t1]
             return worker
         except WorkerFailure as failure:
             if role == "reference":
                 raise ReferenceFailed(failure, "performance") from None
             raise
+
+    def _workers(self, n_pairs: int, deadline: float) -> list[tuple[Worker, Worker]]:
+        """Every process pair's fresh workers, started and set up at once (one thread each) before any of them is
+        timed: their start-up overlaps instead of adding up, and while one pair is timed the others wait idle for a
+        command, as the other role of a pair always has. Specs (folders, copies) are made here, one at a time; each
+        worker logs to a file of its own. Charged to the breakdown as the slowest worker's start, and the rest of
+        the block as setup. A failure is raised as a one-at-a-time start would have met it first (pair by pair,
+        the reference first), after every worker that did start is closed."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        roles = [role for _ in range(n_pairs) for role in ("reference", "candidate")]
+        specs = []
+        for i, role in enumerate(roles):
+            spec = self.ctx.spec(role, "performance")
+            specs.append(replace(spec, log_path=spec.log_path.with_name(f"performance-{role}-{i // 2}.log")))
+        spent = [[0.0, 0.0] for _ in roles]
+        t0 = time.monotonic()
+        outcomes: list[Any] = []  # a Worker, or what its start raised
+        with ThreadPoolExecutor(max_workers=len(roles), thread_name_prefix="kbv-start") as pool:
+            futures = [pool.submit(self._worker, role, spec, deadline, s) for role, spec, s in zip(roles, specs, spent)]
+            for future in futures:
+                try:
+                    outcomes.append(future.result())
+                except BaseException as exc:  # re-raised below, in start order
+                    outcomes.append(exc)
+        wall = time.monotonic() - t0
+        start = max(s[0] for s in spent)
+        self.ctx.spent["performance/process_start"] = self.ctx.spent.get("performance/process_start", 0.0) + start
+        self.ctx.spent["performance/setup"] = self.ctx.spent.get("performance/setup", 0.0) + max(0.0, wall - start)
+        failed = next((o for o in outcomes if isinstance(o, BaseException)), None)
+        if failed is not None:
+            for o in outcomes:
+                if not isinstance(o, BaseException):
+                    self.ctx.collect(o)
+                    o.close()
+            raise failed
+        workers = outcomes
+        return [(workers[2 * i], workers[2 * i + 1]) for i in range(n_pairs)]
 
     def _call(self, worker: Worker, role: str, msg: dict[str, Any], deadline: float) -> dict[str, Any]:
         try:
@@ -127,19 +173,29 @@ class PerformanceStage:
         wall: dict[str, list[float]] = {}
         share = 1.0 / (TIMING_ROUNDS * n_pairs)
         try:
-            for pair_index in range(n_pairs):
-                # Memory once, in the first pair, each worker measured while the other is idle (or not yet
-                # started): device memory in use is counted for the whole GPU.
-                with self._worker("reference", deadline) as reference:
-                    if pair_index == 0:
+            pairs = self._workers(n_pairs, deadline)
+            timed = 0  # pairs timed so far (their workers are collected by _time_pair)
+            try:
+                for reference, candidate in pairs:
+                    # Memory once, in the first pair, each worker measured while every other one is idle: device
+                    # memory in use is counted for the whole GPU.
+                    if timed == 0:
                         memory_peaks["reference"] = self._memory(reference, "reference", deadline)
-                    with self._worker("candidate", deadline) as candidate:
-                        if pair_index == 0:
-                            memory_peaks["candidate"] = self._memory(candidate, "candidate", deadline)
-                        self._time_pair(reference, candidate, pair_index, cached, seed, share, deadline,
+                        memory_peaks["candidate"] = self._memory(candidate, "candidate", deadline)
+                    timed += 1
+                    try:
+                        self._time_pair(reference, candidate, timed - 1, cached, seed, share, deadline,
                                         samples, warmups, flags, wall)
-                if self.truncated:
-                    break
+                    finally:
+                        reference.close()
+                        candidate.close()
+                    if self.truncated:
+                        break
+            finally:
+                for reference, candidate in pairs[timed:]:  # started but never timed: what they reported counts
+                    for worker in (reference, candidate):
+                        self.ctx.collect(worker)
+                        worker.close()
         except WorkerFailure as failure:
             self.ev.fail(Failure("performance", "candidate", failure.kind, failure_dict("performance", failure)))
             return
