@@ -330,3 +330,42 @@ def test_the_parent_relays_descriptors_even_with_a_codec_registered_in_its_proce
     assert [h.kind for h in wire.handles_in(held)] == ["host"]
     for c in (cand_end, parent_end):
         c.close()
+
+
+def test_an_export_out_of_device_memory_empties_the_cache_and_tries_once_more(monkeypatch) -> None:
+    """On the H200 the 20th 6 GiB output of a pair failed ``cuMemCreate`` (out of memory) while PyTorch's caches
+    held the memory; every later output then went through the pipe (seconds per GiB). An out-of-memory export now
+    empties the cache and tries once more; only a second failure turns CUDA exports off."""
+    import types
+
+    from kbv.worker import handoff
+
+    calls: list[str] = []
+    outcomes = iter([handoff.HandoffError("cuMemCreate: CUDA error 2 (out of memory)"), 7,
+                     handoff.HandoffError("cuMemCreate: CUDA error 2 (out of memory)"),
+                     handoff.HandoffError("cuMemCreate: CUDA error 2 (out of memory)")])
+
+    def export_cuda(t: object) -> int:
+        calls.append("export")
+        result = next(outcomes)
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    monkeypatch.setattr(handoff, "export_cuda", export_cuda)
+    monkeypatch.setattr(handoff.torch.cuda, "empty_cache", lambda: calls.append("empty_cache"))
+    codec = handoff.Codec("cuda", ("cuda",))
+    fake = types.SimpleNamespace(device=types.SimpleNamespace(type="cuda"))
+    assert codec.export(fake) == ("cuda", 7) and codec.cuda_ok and codec.failure is None  # type: ignore[arg-type]
+    assert calls == ["export", "empty_cache", "export"]
+    assert codec.export(fake) is None and not codec.cuda_ok  # type: ignore[arg-type]
+    assert "out of memory" in (codec.failure or "")
+
+
+def test_the_judge_gives_large_candidate_outputs_back_after_judging() -> None:
+    from kbv.worker import session
+
+    big = torch.empty(0)
+    msg = {"cmd": "judge", "candidate": {"outputs": [{"tensor": torch.empty(4, dtype=torch.float64)}]}, "n": big}
+    assert session._tensor_bytes(msg) == 32
+    assert session.RELEASE_AFTER == {"judge", "same", "precision"} and session.RELEASE_BYTES >= 2**20

@@ -13,7 +13,7 @@ import torch
 from conftest import problem_path
 from kbv.eval import EvalOptions, correctness, performance
 from kbv.eval import context as context_module
-from kbv.eval.context import PairContext
+from kbv.eval.context import PairContext, ReferenceFailed
 from kbv.eval.evidence import Evidence, Failure
 from kbv.eval.params import map_parameters
 from kbv.eval.verdict import Rules, decide, over_shapes, should_time
@@ -362,47 +362,76 @@ def test_a_far_slower_kernel_is_timed_once_and_bounded(fake, tmp_path) -> None:
     assert decide(ctx.evidence, RULES).flags == ["timing_truncated"]
 
 
-def test_every_pairs_workers_are_set_up_together_before_any_is_timed(fake, tmp_path) -> None:
-    """The performance stage starts and sets up all its process pairs' workers at once (their start-up overlaps),
-    each logging to a file of its own, and closes every one of them."""
+def test_later_pairs_workers_start_together_after_the_first_pairs_memory(fake, tmp_path) -> None:
+    """Device memory in use is counted for the whole GPU from a baseline each worker takes at setup, so the first
+    pair's workers start one at a time, each measured before the next starts (on the H200 a candidate set up
+    beside the reference counted the reference's memory as its own: memory_above_reference on honest kernels).
+    The later pairs' workers then start and set up at once, before any timing, each logging to its own file."""
     inner = timing_script(1.0, 0.0)
-    setups: list[tuple[float, float]] = []
-    timed_after: list[float] = []
+    events: list[tuple[str, str, float, float]] = []  # (command, worker's log, start, end)
 
-    def slow_setup(msg: dict[str, Any]) -> dict[str, Any]:
+    def script(msg: dict[str, Any]) -> dict[str, Any]:
         if msg["cmd"] == "setup":
-            t0 = time.monotonic()
             time.sleep(0.2)
-            setups.append((t0, time.monotonic()))
-        elif msg["cmd"] == "time":
-            timed_after.append(time.monotonic())
         return inner(msg)
 
-    fake.scripts = {"reference": slow_setup, "candidate": slow_setup}
-    ctx = context(tmp_path, timing_pairs=3, protocol="verified")
-    performance.PerformanceStage(ctx).run()
-    assert len(setups) == 6
-    assert max(start for start, _ in setups) < min(end for _, end in setups)  # all six setups overlapped
-    assert min(timed_after) >= max(end for _, end in setups)  # nothing timed while any worker was starting
+    real_call = FakeWorker.call
+
+    def call(self: FakeWorker, msg: dict[str, Any], deadline: float, max_bytes: int | None = None) -> dict[str, Any]:
+        t0 = time.monotonic()
+        reply = real_call(self, msg, deadline, max_bytes)
+        events.append((msg["cmd"], self.spec.log_path.name, t0, time.monotonic()))
+        return reply
+
+    fake.call = call  # type: ignore[method-assign]
+    try:
+        fake.scripts = {"reference": script, "candidate": script}
+        ctx = context(tmp_path, timing_pairs=3, protocol="verified")
+        performance.PerformanceStage(ctx).run()
+    finally:
+        fake.call = real_call  # type: ignore[method-assign]
+    setups = [e for e in events if e[0] == "setup"]
+    first = {e[1]: e for e in setups if e[1].endswith("-0.log")}
+    ref0, cand0 = first["performance-reference-0.log"], first["performance-candidate-0.log"]
+    ref_memory = [e for e in events if e[0] == "memory" and e[1] == ref0[1]]
+    cand_memory = [e for e in events if e[0] == "memory" and e[1] == cand0[1]]
+    assert ref_memory and cand_memory and all(e[1].endswith("-0.log") for e in events if e[0] == "memory")
+    assert ref0[3] <= min(e[2] for e in ref_memory) and max(e[3] for e in ref_memory) <= cand0[2]  # one at a
+    assert cand0[3] <= min(e[2] for e in cand_memory)  # time: the candidate starts after the reference's memory
+    later = [e for e in setups if not e[1].endswith("-0.log")]
+    assert len(later) == 4 and min(e[2] for e in later) >= max(e[3] for e in cand_memory)
+    assert max(e[2] for e in later) < min(e[3] for e in later)  # the four later setups overlapped
+    timed = [e for e in events if e[0] == "time"]
+    assert min(e[2] for e in timed) >= max(e[3] for e in later)  # nothing timed while any worker was starting
     assert sorted(fake.closed) == sorted(f"performance-{role}-{i}.log" for i in range(3)
                                          for role in ("reference", "candidate"))
 
 
-def test_a_failed_start_is_the_first_in_start_order_and_every_started_worker_is_closed(fake, tmp_path) -> None:
-    inner = timing_script(1.0, 0.0)
+@pytest.mark.parametrize("failing, closed", [("performance-candidate-0.log", 2), ("performance-reference-1.log", 6),
+                                              ("performance-candidate-2.log", 6)])
+def test_a_failed_start_closes_every_started_worker(fake, tmp_path, failing: str, closed: int) -> None:
+    """A worker whose setup dies ends the stage as that role's failure; every worker already started is closed
+    (pair 0's failing candidate: the later pairs never start)."""
+    real_call = FakeWorker.call
 
-    def failing(which: str) -> Callable[[dict], dict]:
-        def script(msg: dict[str, Any]) -> dict[str, Any]:
-            if msg["cmd"] == "setup" and which == "candidate":
-                raise WorkerFailure("died", "candidate setup died")
-            return inner(msg)
-        return script
+    def call(self: FakeWorker, msg: dict[str, Any], deadline: float, max_bytes: int | None = None) -> dict[str, Any]:
+        if msg["cmd"] == "setup" and self.spec.log_path.name == failing:
+            raise WorkerFailure("died", "setup died")
+        return real_call(self, msg, deadline, max_bytes)
 
-    fake.scripts = {"reference": failing("reference"), "candidate": failing("candidate")}
-    ctx = context(tmp_path, timing_pairs=2, protocol="verified")
-    performance.PerformanceStage(ctx).run()
-    assert [(f.stage, f.role, f.kind) for f in ctx.evidence.failures] == [("performance", "candidate", "died")]
-    assert len(fake.closed) == 4  # both references and both candidates
+    fake.call = call  # type: ignore[method-assign]
+    try:
+        fake.scripts = {"reference": timing_script(1.0, 0.0), "candidate": timing_script(1.0, 0.0)}
+        ctx = context(tmp_path, timing_pairs=3, protocol="verified")
+        if "reference" in failing:
+            with pytest.raises(ReferenceFailed):
+                performance.PerformanceStage(ctx).run()
+        else:
+            performance.PerformanceStage(ctx).run()
+            assert [(f.stage, f.role, f.kind) for f in ctx.evidence.failures] == [("performance", "candidate", "died")]
+    finally:
+        fake.call = real_call  # type: ignore[method-assign]
+    assert len(fake.closed) == closed and len(set(fake.closed)) == closed
 
 
 def test_truncation_cap_follows_the_reference(fake, tmp_path) -> None:

@@ -81,20 +81,19 @@ class PerformanceStage:
                 raise ReferenceFailed(failure, "performance") from None
             raise
 
-    def _workers(self, n_pairs: int, deadline: float) -> list[tuple[Worker, Worker]]:
-        """Every process pair's fresh workers, started and set up at once (one thread each) before any of them is
-        timed: their start-up overlaps instead of adding up, and while one pair is timed the others wait idle for a
-        command, as the other role of a pair always has. Specs (folders, copies) are made here, one at a time; each
-        worker logs to a file of its own. Charged to the breakdown as the slowest worker's start, and the rest of
-        the block as setup. A failure is raised as a one-at-a-time start would have met it first (pair by pair,
-        the reference first), after every worker that did start is closed."""
+    def _workers(self, roles: list[str], first_pair: int, deadline: float) -> list[Worker]:
+        """Fresh workers for ``roles`` (in that order; pair ``first_pair`` onwards, two roles a pair), started and
+        set up at once (one thread each): their start-up overlaps instead of adding up. Specs (folders, copies) are
+        made here, one at a time; each worker logs to a file of its own. Charged to the breakdown as the slowest
+        worker's start, and the rest of the block as setup. A failure is raised as a one-at-a-time start would have
+        met it first (in ``roles`` order), after every worker that did start is closed."""
         from concurrent.futures import ThreadPoolExecutor
 
-        roles = [role for _ in range(n_pairs) for role in ("reference", "candidate")]
         specs = []
         for i, role in enumerate(roles):
             spec = self.ctx.spec(role, "performance")
-            specs.append(replace(spec, log_path=spec.log_path.with_name(f"performance-{role}-{i // 2}.log")))
+            pair = first_pair + i // 2 if len(roles) > 1 else first_pair
+            specs.append(replace(spec, log_path=spec.log_path.with_name(f"performance-{role}-{pair}.log")))
         spent = [[0.0, 0.0] for _ in roles]
         t0 = time.monotonic()
         outcomes: list[Any] = []  # a Worker, or what its start raised
@@ -116,8 +115,7 @@ class PerformanceStage:
                     self.ctx.collect(o)
                     o.close()
             raise failed
-        workers = outcomes
-        return [(workers[2 * i], workers[2 * i + 1]) for i in range(n_pairs)]
+        return outcomes
 
     def _call(self, worker: Worker, role: str, msg: dict[str, Any], deadline: float) -> dict[str, Any]:
         try:
@@ -173,15 +171,26 @@ class PerformanceStage:
         wall: dict[str, list[float]] = {}
         share = 1.0 / (TIMING_ROUNDS * n_pairs)
         try:
-            pairs = self._workers(n_pairs, deadline)
+            # The first pair one worker at a time, each measured for memory before the next starts: device memory
+            # in use is counted for the whole GPU, from a baseline each worker takes at its setup. The other
+            # pairs' workers then start together, before any timing: idle, they change nothing measured.
+            started: list[Worker] = []  # reference and candidate of pair 0, then of each later pair
+            try:
+                started += self._workers(["reference"], 0, deadline)
+                memory_peaks["reference"] = self._memory(started[0], "reference", deadline)
+                started += self._workers(["candidate"], 0, deadline)
+                memory_peaks["candidate"] = self._memory(started[1], "candidate", deadline)
+                if n_pairs > 1:
+                    started += self._workers(["reference", "candidate"] * (n_pairs - 1), 1, deadline)
+            except BaseException:
+                for worker in started:
+                    self.ctx.collect(worker)
+                    worker.close()
+                raise
+            pairs = [(started[2 * i], started[2 * i + 1]) for i in range(n_pairs)]
             timed = 0  # pairs timed so far (their workers are collected by _time_pair)
             try:
                 for reference, candidate in pairs:
-                    # Memory once, in the first pair, each worker measured while every other one is idle: device
-                    # memory in use is counted for the whole GPU.
-                    if timed == 0:
-                        memory_peaks["reference"] = self._memory(reference, "reference", deadline)
-                        memory_peaks["candidate"] = self._memory(candidate, "candidate", deadline)
                     timed += 1
                     try:
                         self._time_pair(reference, candidate, timed - 1, cached, seed, share, deadline,

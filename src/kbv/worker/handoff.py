@@ -238,6 +238,11 @@ def import_cuda(fd: int, dtype: torch.dtype, shape: list[int], nbytes: int, devi
 # -- the codec kbv.wire uses in a worker ------------------------------------------------------------------------
 
 
+def _out_of_memory(exc: BaseException) -> bool:
+    text = str(exc)
+    return "CUDA error 2 " in text or "out of memory" in text
+
+
 class Codec:
     """What a worker registers with ``kbv.wire.use_codec``: export a large output as a descriptor (candidate
     role), import one as a tensor of its own (reference role)."""
@@ -254,11 +259,15 @@ class Codec:
         if t.device.type == "cpu" and "host" in self.kinds:
             return "host", export_host(t)
         if t.device.type == "cuda" and "cuda" in self.kinds and self.cuda_ok:
-            try:
-                return "cuda", export_cuda(t)
-            except (HandoffError, OSError, RuntimeError) as exc:
-                self.cuda_ok = False
-                self.failure = f"{type(exc).__name__}: {str(exc)[:300]}"
+            for attempt in range(2):
+                try:
+                    return "cuda", export_cuda(t)
+                except (HandoffError, OSError, RuntimeError) as exc:
+                    if attempt == 0 and _out_of_memory(exc):  # PyTorch's cache holds the memory: give it back,
+                        torch.cuda.empty_cache()  # then once more
+                        continue
+                    self.cuda_ok = False
+                    self.failure = f"{type(exc).__name__}: {str(exc)[:300]}"
         return None
 
     def import_(self, kind: str, fd: int, dtype: torch.dtype, shape: list[int], nbytes: int) -> torch.Tensor:

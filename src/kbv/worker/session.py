@@ -34,6 +34,10 @@ HANDOFF_COMMANDS = frozenset({"forward", "fallback", "kept"})
 # The reference's state (parameters and buffers) leaves as sealed host memfds: the parent keeps the descriptors and
 # hands the same ones to every later worker of the pair (no pipe copies; nobody can change them).
 STATE_COMMANDS = frozenset({"setup", "perturb"})
+# Commands whose message carries a candidate's outputs to the judge, and the size from which the judge empties
+# PyTorch's device cache after one (kbv.worker.handoff: exports allocate outside that cache)
+RELEASE_AFTER = frozenset({"judge", "same", "precision"})
+RELEASE_BYTES = 256 * 2**20
 
 
 def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -98,6 +102,17 @@ def _describe_output(out: Any) -> tuple[str, list[Any]]:
         else:
             described.append({"not_a_tensor": type(item).__module__ + "." + type(item).__qualname__})
     return structure, described
+
+
+def _tensor_bytes(x: Any) -> int:
+    """Bytes of every tensor anywhere in a received message."""
+    if isinstance(x, _Tensor):
+        return int(_Tensor.numel(x)) * int(_Tensor.element_size(x))
+    if isinstance(x, dict):
+        return sum(_tensor_bytes(v) for v in x.values())
+    if isinstance(x, (list, tuple)):
+        return sum(_tensor_bytes(v) for v in x)
+    return 0
 
 
 def _on_device(reply: dict[str, Any], device: str) -> dict[str, Any]:
@@ -606,3 +621,7 @@ def main(conn: Connection, spec: dict[str, Any] | None = None) -> None:
             wire.send(conn, _error(exc))
             os._exit(1)
         wire.send_parts(conn, header, tensors)
+        if session.device.startswith("cuda") and msg.get("cmd") in RELEASE_AFTER and _tensor_bytes(msg) >= RELEASE_BYTES:
+            del msg, reply, header, tensors  # the judge's copies of a large candidate output, and what comparing
+            torch.cuda.empty_cache()  # them allocated, go back to the driver: the candidate's next output is
+            # exported into a fresh allocation of that size (kbv.worker.handoff), which PyTorch's cache cannot lend
