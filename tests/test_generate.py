@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -37,6 +38,7 @@ from fake_openai import (
     usage,
 )
 
+ROOT = Path(__file__).resolve().parents[1]
 FAST_RETRY = {"retry-after-ms": "5"}  # the openai client honours it: retries in milliseconds, not seconds
 
 
@@ -91,6 +93,33 @@ def test_client_500_after_retries_is_an_error_not_an_exception(server):
     assert len(out) == 2 and all(c.error.startswith("http_500") and c.retries_taken == 2 for c in out)
     assert len(server.requests) == 3
     assert out[0].usage["completion_tokens"] is None
+
+
+def test_client_resends_once_under_max_completion_tokens_when_the_server_asks(server):
+    """OpenAI's reasoning models refuse max_tokens (400) and name max_completion_tokens: hosted APIs work too."""
+    refused = ("Unsupported parameter: 'max_tokens' is not supported with this model. "
+               "Use 'max_completion_tokens' instead.")
+
+    def responder(request):
+        if "max_tokens" in request.body:
+            return Reply(status=400, body={"error": {"message": refused, "type": "invalid_request_error",
+                                                     "param": "max_tokens", "code": "unsupported_parameter"}})
+        return chat_reply("ok", usage_=usage(5, 7))
+
+    server.respond(CHAT, responder)
+    (c,) = complete_sync(Endpoint(server.url, "o-model"), "p", max_tokens=77)
+    assert (c.text, c.error, c.retries_taken, c.usage["completion_tokens"]) == ("ok", None, 1, 7)
+    assert [(r.body.get("max_tokens"), r.body.get("max_completion_tokens")) for r in server.requests] == [
+        (77, None), (None, 77)]
+    # any other 400 is recorded as sent, once; plain completions have no max_completion_tokens: never resent
+    server.requests.clear()
+    server.respond(CHAT, lambda r: error_reply(400, "temperature must be 1"))
+    (c,) = complete_sync(Endpoint(server.url, "o-model"), "p", max_tokens=77)
+    assert c.error.startswith("http_400") and c.retries_taken == 0 and len(server.requests) == 1
+    server.requests.clear()
+    server.respond(COMPLETIONS, lambda r: error_reply(400, refused))
+    (c,) = complete_sync(Endpoint(server.url, "o-model", api="completions"), "p", max_tokens=77)
+    assert c.error.startswith("http_400") and len(server.requests) == 1
 
 
 def test_client_timeout(server):
@@ -186,7 +215,7 @@ def test_scripted_responses_become_records_and_files(server, relu, tmp_path):
     r0 = recs[0]
     assert r0["schema"] == "kbv.generation/1" and r0["model"] == "fake-m" and r0["problem"] == "level1/5_ReLU"
     assert r0["sampling"] == {"temperature": 0.5, "max_tokens": 64, "n": 1}
-    assert r0["template"] == "kbv-one-shot/1/cuda/fp32" and r0["backend"] == "cuda" and r0["extract"] == "first"
+    assert r0["template"] == "kbv-one-shot/2/cuda/fp32" and r0["backend"] == "cuda" and r0["extract"] == "first"
     assert r0["usage"]["completion_tokens"] == 40 and r0["latency_s"] >= 0
     assert r0["prompt_sha256"] == hashlib.sha256(server.requests[0].prompt_text.encode()).hexdigest()
     assert r0["endpoint"]["base_url"] == server.url and "api_key" not in json.dumps(r0["endpoint"]).replace(
@@ -201,6 +230,19 @@ def test_scripted_responses_become_records_and_files(server, relu, tmp_path):
     from kbv.study.generate import latest_generations
     latest = latest_generations(read_generations(out / GENERATIONS_FILE))
     assert all(r["status"] != "error" for r in latest.values()) and len(latest) == 8
+
+
+def test_a_separate_reasoning_field_is_recorded_and_never_extracted(server, relu, tmp_path):
+    """vLLM's and SGLang's reasoning parsers (and DeepSeek's API) send the reasoning beside the answer."""
+    server.script(CHAT, chat_reply(fence("ANSWER = 1"), reasoning_content="draft:\n" + fence("DRAFT = 1")),
+                  Reply(body={**chat_reply("x").body, "choices": [{"index": 0, "finish_reason": "stop", "message": {
+                      "role": "assistant", "content": fence("ANSWER = 2"), "reasoning": "newer vLLM's name"}}]}))
+    generate(relu, GenerateConfig(endpoint=Endpoint(server.url, "m"), out=tmp_path / "r", samples=2, concurrency=1))
+    recs = {r["sample"]: r for r in read_generations(tmp_path / "r" / GENERATIONS_FILE)}
+    assert recs[0]["reasoning"] == "draft:\n" + fence("DRAFT = 1") and recs[0]["response"] == fence("ANSWER = 1")
+    assert recs[1]["reasoning"] == "newer vLLM's name"
+    kernels = tmp_path / "r" / "kernels"
+    assert [(kernels / recs[s]["candidate"]).read_text() for s in (0, 1)] == ["ANSWER = 1\n", "ANSWER = 2\n"]
 
 
 def test_extract_last_option(server, relu, tmp_path):
@@ -219,7 +261,7 @@ def test_concurrency_is_bounded_and_completions_api_works(server, relu, tmp_path
     assert summary.statuses == {"ok": 6} and len(server.requests) == 6
     assert server.max_in_flight == 2  # never more than --concurrency, and it did run two at once
     assert time.monotonic() - t0 >= 0.9  # 6 requests of 0.3 s, two at a time
-    assert all("You write custom CUDA kernels" in r.body["prompt"] for r in server.requests)
+    assert all("writing custom CUDA kernels" in r.body["prompt"] for r in server.requests)
 
 
 def test_existing_run_needs_resume_and_the_same_settings(server, relu, tmp_path):
@@ -380,3 +422,84 @@ def test_cli_bad_input_is_one_line_error_exit_2(tmp_path, monkeypatch):
         assert result.output.startswith("Error: ") and message in result.output, result.output
         assert "Traceback" not in result.output
     assert not (tmp_path / "r").exists()  # nothing was started
+
+
+def test_only_takes_keys_file_stems_and_names():
+    from kbv.study.cli import CliError, _select
+
+    problems = discover(resolve_suite("builtin"))
+    picked = _select(problems, "1", "5_ReLU,Sigmoid,level1/6_GELU")  # as kbv agent run --only
+    assert sorted(p.key for p in picked) == ["level1/16_Sigmoid", "level1/5_ReLU", "level1/6_GELU"]
+    with pytest.raises(CliError, match="no problem 5_ReLU"):
+        _select(problems, "2", "5_ReLU")  # --levels first: a level-1 problem is not in a level-2 selection
+
+
+def test_the_key_variable_is_one_that_evaluation_workers_never_inherit(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from kbv.cli import main
+    from kbv.sandbox.plan import worker_environment
+    from kbv.study.cli import _check_key_variable
+
+    monkeypatch.delenv("KBV_SANDBOX_DISABLE", raising=False)
+    for name in ("NVIDIA_ENDPOINT", "PYTHONPATH", "TRITON_CACHE"):  # inherited by kbv eval's workers: refused
+        monkeypatch.setenv(name, "sk-would-reach-candidates")
+        result = CliRunner().invoke(main, ["generate", "--base-url", "http://127.0.0.1:9/v1", "--model", "m",
+                                           "--api-key-env", name, "--out", str(tmp_path / "r")])
+        assert result.exit_code == 2 and "workers inherit" in result.output, result.output
+    assert not (tmp_path / "r").exists()
+    for name in ("KBV_TEST_API_KEY", "OPENAI_API_KEY", "HF_TOKEN", "MY_ENDPOINT"):  # accepted ...
+        monkeypatch.setenv(name, "sk-secret")
+        _check_key_variable(name)
+        assert name not in worker_environment()  # ... and never in a worker's environment
+
+
+def test_openai_is_an_optional_extra_pinned_to_3_that_dev_includes():
+    from importlib.metadata import version
+
+    from kbv.study.prompts import _tomllib
+
+    project = _tomllib().loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert not any(d.replace(" ", "").startswith("openai") for d in project["dependencies"])
+    extras = project["optional-dependencies"]
+    assert extras["gen"] == ["openai>=3,<4"] and "openai>=3,<4" in extras["dev"]
+    assert version("openai").split(".")[0] == "3"  # what these tests ran against
+
+
+def test_generation_records_hold_the_issue_fields_as_docs_formats_describes(server, relu, tmp_path):
+    server.script(CHAT, chat_reply(fence(CODE), usage_=usage(12, 34, reasoning=5, cached=6)))
+    generate(relu, GenerateConfig(endpoint=Endpoint(server.url, "m"), out=tmp_path / "r", max_tokens=50))
+    (rec,) = read_generations(tmp_path / "r" / GENERATIONS_FILE)
+    # the issue's list: problem, sample, model, endpoint (no secret), sampling, prompt hash and template name, raw
+    # response, extracted code hash, finish reason, usage as reported, latency, retries, error
+    for field in ("problem", "sample", "model", "endpoint", "sampling", "prompt_sha256", "template", "response",
+                  "code_sha256", "finish_reason", "usage", "latency_s", "retries", "error"):
+        assert field in rec, field
+    assert rec["schema"] == "kbv.generation/1"
+    assert rec["usage"] == {"prompt_tokens": 12, "completion_tokens": 34, "reasoning_tokens": 5,
+                            "cached_tokens": 6, "shared_by": 1}
+    doc = (ROOT / "docs" / "formats.md").read_text(encoding="utf-8")
+    block = doc.split("## Generations (`kbv.generation/1`)", 1)[1].split("```", 2)[1]
+    documented = set(re.findall(r'"(\w+)":', block))
+    written = set(rec) - {"auth"} | set(rec["endpoint"]) | set(rec["sampling"]) | set(rec["usage"])
+    assert written == documented  # every field written is documented, and every documented one is written
+
+
+def test_readme_running_a_study_has_the_issues_command_chain():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("\n## Running a study\n", 1)[1].split("\n## ", 1)[0]
+    chain = (
+        "kbv generate --base-url http://127.0.0.1:8000/v1 --model M --problems SUITE|DIR [--levels 1,2] "
+        "[--only ...] \\\n"
+        "             --samples N --temperature T --max-tokens K [--api chat|completions] "
+        "[--backend cuda|triton|cpp] \\\n"
+        "             [--concurrency 32] [--prompt-template FILE] --out runs/M [--resume]\n"
+        "kbv eval --problems SUITE|DIR --candidates runs/M/kernels --out runs/M/results.jsonl\n"
+        "kbv report runs/*/results.jsonl --html study.html")
+    assert chain in section  # tests/test_generate_e2e.py::test_study_chain runs these three as written
+    from kbv.study.cli import generate as command
+
+    options = {o for p in command.params for o in p.opts}
+    for flag in ("--base-url", "--model", "--problems", "--levels", "--only", "--samples", "--temperature",
+                 "--max-tokens", "--api", "--backend", "--concurrency", "--prompt-template", "--out", "--resume"):
+        assert flag in options, flag

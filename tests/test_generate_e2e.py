@@ -29,6 +29,20 @@ def kbv(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
                           env=env, cwd=ROOT)
 
 
+def shell(line: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 300
+          ) -> subprocess.CompletedProcess:
+    """A command line as a user types it (the shell expands its globs), with ``kbv`` the installed console script
+    (a wrapper running this interpreter's ``-m kbv`` where there is none)."""
+    bin_dir = Path(sys.executable).parent
+    if not (bin_dir / "kbv").is_file():
+        bin_dir = cwd / ".bin"
+        bin_dir.mkdir(exist_ok=True)
+        (bin_dir / "kbv").write_text(f'#!/bin/sh\nexec "{sys.executable}" -m kbv "$@"\n')
+        (bin_dir / "kbv").chmod(0o755)
+    full = {**os.environ, **(env or {}), "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    return subprocess.run(["bash", "-c", line], capture_output=True, text=True, timeout=timeout, env=full, cwd=cwd)
+
+
 def kbv_here(*args: str, columns: int = 80):
     """The same command in this process (for the checks around the chain: faster than a new interpreter)."""
     from click.testing import CliRunner
@@ -42,9 +56,15 @@ def reply(text: str, tokens: int, finish: str = "stop") -> Reply:
     return chat_reply(text, finish_reason=finish, usage_=usage(1000, tokens))
 
 
+SECRET = "sk-STUDY-CANARY-5e2d9c"  # model A's API key: sent to the endpoint, never written or printed
+OVERLOADED = error_reply(500, "overloaded", headers={"retry-after-ms": "5"})  # the client's retries, in ms
+
+
 @pytest.mark.filterwarnings("ignore:kbv. candidate isolation reduced")
 def test_study_chain(tmp_path):
+    """The issue's three commands as a user types them (model A), then a second model beside it."""
     runs = tmp_path / "runs"
+    key_env = {"KBV_STUDY_API_KEY": SECRET}
     with FakeOpenAI() as server:
         # model A: 3 samples of ReLU and Sigmoid, in request order (concurrency 1)
         server.script(CHAT,
@@ -53,13 +73,14 @@ def test_study_chain(tmp_path):
                       reply("I need more context.", 40),                     # ReLU 2: no code
                       reply("```python\nimport torch\nclass ModelNew(", 64, "length"),  # Sigmoid 0: truncated
                       reply("Sigmoid is already optimal.", 30),              # Sigmoid 1: no code
-                      error_reply(500, "overloaded"))                        # Sigmoid 2: a failed request
-        gen = kbv("generate", "--base-url", server.url, "--model", "fake-model-a", "--problems", "builtin",
-                  "--levels", "1", "--only", "level1/5_ReLU,level1/16_Sigmoid", "--samples", "3",
-                  "--temperature", "0.8", "--max-tokens", "64", "--api", "chat", "--backend", "cpp",
-                  "--concurrency", "1", "--max-retries", "0", "--out", str(runs / "A"))
+                      OVERLOADED, OVERLOADED, OVERLOADED)                     # Sigmoid 2: failed after 2 retries
+        gen = gen_a = shell(f"kbv generate --base-url {server.url} --model fake-model-a --problems builtin "
+                            "--levels 1 --only 5_ReLU,16_Sigmoid --samples 3 --temperature 0.8 --max-tokens 64 "
+                            "--api chat --backend cpp --concurrency 1 --api-key-env KBV_STUDY_API_KEY "
+                            "--out runs/A", tmp_path, key_env)
         assert gen.returncode == 0, gen.stderr
         assert "6 samples requested (error 1, no_code 2, ok 2, truncated 1)" in gen.stdout
+        assert {r.headers["authorization"] for r in server.requests} == {f"Bearer {SECRET}"}
         # model B: one sample each, the same correct ReLU kernel (byte for byte), no code for Sigmoid
         server.script(CHAT, reply("```python\n" + CORRECT + "```", 200), reply("No.", 10))
         gen = kbv_here("generate", "--base-url", server.url, "--model", "fake-model-b", "--only",
@@ -69,8 +90,9 @@ def test_study_chain(tmp_path):
     assert sorted(p.name for p in (runs / "A" / "kernels").iterdir()) == [
         "level_1_problem_5_sample_0_kernel.py", "level_1_problem_5_sample_1_kernel.py"]
 
-    ev = kbv("eval", "--problems", "builtin", "--candidates", str(runs / "A" / "kernels"), "--out",
-             str(runs / "A" / "results.jsonl"), "--trials", "1", "--protocol", "verified")  # one baseline: faster
+    # the key is still in the shell's environment: kbv eval's workers never inherit it
+    ev = ev_a = shell("kbv eval --problems builtin --candidates runs/A/kernels --out runs/A/results.jsonl",
+                      tmp_path, key_env)
     assert ev.returncode == 0, ev.stderr
     results = [json.loads(line) for line in (runs / "A" / "results.jsonl").read_text().splitlines()]
     gens = [json.loads(line) for line in (runs / "A" / "generations.jsonl").read_text().splitlines()]
@@ -86,8 +108,10 @@ def test_study_chain(tmp_path):
                   str(runs / "B" / "results.jsonl"), "--resume")
     assert ev.exit_code == 0 and "0 evaluated, 1 already recorded" in ev.output, ev.output
 
-    rep = kbv("report", str(runs / "A" / "results.jsonl"), str(runs / "B" / "results.jsonl"), "--format", "json",
-              "--html", str(tmp_path / "study.html"))
+    rep = shell("kbv report runs/*/results.jsonl --html study.html", tmp_path)
+    assert rep.returncode == 0, rep.stderr
+    assert "fake-model-a" in rep.stdout and "fake-model-b" in rep.stdout and "Generation" in rep.stdout
+    rep = kbv("report", str(runs / "A" / "results.jsonl"), str(runs / "B" / "results.jsonl"), "--format", "json")
     assert rep.returncode == 0, rep.stderr
     data = json.loads(rep.stdout)
     assert data["runs"] == ["fake-model-a", "fake-model-b"]  # labelled by model
@@ -96,12 +120,18 @@ def test_study_chain(tmp_path):
     assert overall["fake-model-a"]["fast_p_verified"]["0.0"] == 0.5  # ReLU sample 0 correct, Sigmoid failed
     assert overall["fake-model-b"]["fast_p_verified"]["0.0"] == 0.5
     assert overall["fake-model-a"]["pass_at_k"] == {"1": pytest.approx(1 / 6)}  # every generated sample counts
+    # the standard -> verified decomposition and the memory figures as for any run, models side by side
+    assert list(data["decomposition"]) == ["fake-model-a", "fake-model-b"]
+    steps = {run: [s["name"] for s in data["decomposition"][run][-1]["steps"]] for run in data["decomposition"]}
+    assert steps["fake-model-a"] == steps["fake-model-b"] and steps["fake-model-a"][0] == "standard"
+    assert all(overall[run]["memory_efficiency"] is not None for run in data["runs"])
     a, b = data["generation"]["fake-model-a"], data["generation"]["fake-model-b"]
     # ReLU: n=3, c=1 verified (c=2 standard: the identity passes D1); Sigmoid: n=3, c=0
     assert a["pass_at_k"]["verified"] == pytest.approx({"1": 1 / 6, "2": 1 / 3, "3": 0.5})
     assert a["pass_at_k"]["standard"] == pytest.approx({"1": 1 / 3, "2": 0.5, "3": 0.5})
     assert b["pass_at_k"]["verified"] == {"1": 0.5}
     assert a["status"] == {"error": 1, "no_code": 2, "ok": 2, "truncated": 1}
+    assert [g["retries"] for g in gens if g["status"] == "error"] == [2]  # the openai client's retries, recorded
     assert (a["no_code_rate"], a["truncated_rate"], a["error_rate"]) == pytest.approx((1 / 3, 1 / 6, 1 / 6))
     tokens = a["tokens"]
     assert tokens["output_total"] == 120 + 80 + 40 + 64 + 30  # the failed request reported nothing
@@ -126,6 +156,11 @@ def test_study_chain(tmp_path):
     assert exp.exit_code == 0, exp.output
     exported = json.loads((tmp_path / "eval_results.json").read_text())
     assert sorted(s["sample_id"] for s in exported["5"]) == [0, 1]
+
+    # the API key: in no file the chain wrote and in nothing it printed (the variable's name is recorded)
+    written = b"".join(p.read_bytes() for p in tmp_path.rglob("*") if p.is_file())
+    assert b"KBV_STUDY_API_KEY" in written and SECRET.encode() not in written
+    assert all(SECRET not in out for out in (gen_a.stdout, gen_a.stderr, ev_a.stdout, ev_a.stderr))
 
 
 def test_generate_killed_midway_then_resumed(tmp_path):

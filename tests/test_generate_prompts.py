@@ -12,6 +12,7 @@ import pytest
 from kbv.problems import discover, load_problem
 from kbv.study.extract import extract, strip_reasoning
 from kbv.study.prompts import (
+    EXAMPLE_MODEL,
     EXAMPLES,
     TemplateError,
     make_renderer,
@@ -37,9 +38,40 @@ def test_golden_prompt_level1_relu_cuda_fp32():
         GOLDEN.write_text(text, encoding="utf-8")
     assert text == GOLDEN.read_text(encoding="utf-8")
     # the structure KernelBench users know: task, one worked example, the problem's source, the instruction
-    assert text.index("You write custom CUDA kernels") < text.index("class Model(nn.Module):")
-    assert text.index(EXAMPLES["cuda"]) < text.index(problem_source(RELU)) < text.index("Name your optimized output")
-    assert "Name your optimized output architecture ModelNew" in text and "one ```python code block" in text
+    assert text.index("writing custom CUDA kernels") < text.index("class Model(nn.Module):")
+    assert text.index(EXAMPLES["cuda"]) < text.index(problem_source(RELU)) < text.index("Rewrite Model with")
+    assert "call the new class ModelNew" in text and "Reply with one ```python code block" in text
+
+
+@pytest.mark.skipif(not KB_TOML.is_file(), reason="no KernelBench checkout")
+@pytest.mark.parametrize("backend", ["cuda", "triton", "cpp"])
+def test_kbvs_prompt_is_written_for_kbv_not_copied_from_kernelbench(backend):
+    """The structure KernelBench users know, in kbv's own words: no run of 7 words of any text in KernelBench's
+    prompts.toml (its task statement, instruction, ...) is in kbv's prompt, the code examples aside."""
+    import re
+
+    from kbv.study.prompts import _tomllib
+
+    def texts(node):
+        if isinstance(node, str):
+            yield node
+        elif isinstance(node, dict):
+            for v in node.values():
+                yield from texts(v)
+        elif isinstance(node, list):
+            for v in node:
+                yield from texts(v)
+
+    def runs(text, n=7):
+        words = re.findall(r"[a-z0-9_{}]+", text.lower())
+        return {" ".join(words[i:i + n]) for i in range(len(words) - n + 1)}
+
+    theirs = runs(" ".join(texts(_tomllib().loads(KB_TOML.read_text(encoding="utf-8")))))
+    ours = render_kbv("", backend, "fp32")
+    for code in (EXAMPLES[backend], EXAMPLE_MODEL):
+        ours = ours.replace(code, "")
+    assert len(theirs) > 200
+    assert not runs(ours) & theirs, sorted(runs(ours) & theirs)[:5]
 
 
 @pytest.mark.parametrize("backend,needle", [("cuda", "cuda_sources=cuda_source"), ("triton", "@triton.jit"),
@@ -67,8 +99,8 @@ def test_unknown_backend_or_precision_is_refused():
 # ---------------------------------------------------------------------------------------------------------------
 # Release contract
 
-CANARIES = ("918273645", "CANARY-HELDOUT-7c1e", "CANARY-WEIGHTS-41d9", "0.618033988", "271828", "161803.4",
-            "CANARY-TRACE-llama-b2f0", "CANARY-RECIPE-55aa", "CANARY-OP-e8d3", "123454321", "0.0271828",
+CANARIES = ("918273645", "CANARY-HELDOUT-7c1e", "CANARY-WEIGHTS-41d9", "0.618033988", "0.31415926", "271828",
+            "161803.4", "CANARY-TRACE-llama-b2f0", "CANARY-RECIPE-55aa", "CANARY-OP-e8d3", "123454321", "0.0271828",
             "CANARY-ROOFLINE-90bc")
 
 
@@ -134,6 +166,17 @@ def test_kernelbench_prompts_toml_rendered_by_its_own_constructor():
 
 
 @pytest.mark.skipif(not KB_TOML.is_file(), reason="no KernelBench checkout")
+def test_kernelbench_constructor_is_imported_from_the_checkout_with_tomllib_for_tomli():
+    from kbv.study.prompts import _tomllib, load_kernelbench_constructor
+
+    constructor = KB_TOML.parents[1] / "prompt_constructor_toml.py"
+    module = load_kernelbench_constructor(constructor)
+    assert Path(module.__file__).resolve() == constructor.resolve()  # the checkout's file, at run time
+    assert module.tomli is _tomllib()  # the standard library's tomllib stood in for tomli
+    assert "tomli" not in sys.modules and "kernelbench" not in sys.modules
+
+
+@pytest.mark.skipif(not KB_TOML.is_file(), reason="no KernelBench checkout")
 def test_kernelbench_prompts_toml_without_the_backend_is_a_clear_error():
     with pytest.raises(TemplateError, match="no backend 'cpp'"):
         make_renderer(KB_TOML, "cpp", "fp32")
@@ -145,6 +188,23 @@ def test_kernelbench_toml_that_its_constructor_cannot_render_is_a_clear_error(tm
     broken.write_text(KB_TOML.read_text().replace("model_new_ex_add.py", "no_such_example.py"))
     with pytest.raises(TemplateError, match="cannot render"):
         make_renderer(broken, "cuda", "fp32", kernelbench=KERNELBENCH)
+
+
+def test_kernelbench_is_never_vendored():
+    """KernelBench's constructor and prompts are read from a checkout at run time, never copied into kbv."""
+    package = ROOT / "src" / "kbv"
+    files = [p for p in package.rglob("*") if p.is_file() and "__pycache__" not in p.parts]
+    assert not {"prompt_constructor_toml.py", "prompts.toml"} & {p.name for p in files}
+    ours = "\n".join(p.read_text(encoding="utf-8", errors="replace") for p in files
+                     if p.suffix in (".py", ".md", ".toml", ".txt", ".json"))
+    assert "def render_prompt_by_option" not in ours and "class PromptConfig" not in ours
+    if KB_TOML.is_file():  # no long line of KernelBench's constructor or prompts is in kbv's package
+        theirs = [KB_TOML.parents[1] / "prompt_constructor_toml.py", KB_TOML]
+        lines = {line.strip() for f in theirs for line in f.read_text(encoding="utf-8").splitlines()
+                 if len(line.strip()) >= 50}
+        assert len(lines) > 100
+        copied = lines & {line.strip() for line in ours.splitlines()}
+        assert not copied, sorted(copied)[:5]
 
 
 def test_kernelbench_toml_without_a_checkout_is_a_clear_error(tmp_path):

@@ -250,7 +250,7 @@ class FakeWorker:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        pass
+        self.close()
 
     def close(self) -> None:
         self.closed.append(self.spec.log_path.name)
@@ -362,68 +362,57 @@ def test_a_far_slower_kernel_is_timed_once_and_bounded(fake, tmp_path) -> None:
     assert decide(ctx.evidence, RULES).flags == ["timing_truncated"]
 
 
-def test_later_pairs_workers_start_together_after_the_first_pairs_memory(fake, tmp_path) -> None:
-    """Device memory in use is counted for the whole GPU from a baseline each worker takes at setup, so the first
-    pair's workers start one at a time, each measured before the next starts (on the H200 a candidate set up
-    beside the reference counted the reference's memory as its own: memory_above_reference on honest kernels).
-    The later pairs' workers then start and set up at once, before any timing, each logging to its own file."""
-    inner = timing_script(1.0, 0.0)
-    events: list[tuple[str, str, float, float]] = []  # (command, worker's log, start, end)
-
-    def script(msg: dict[str, Any]) -> dict[str, Any]:
-        if msg["cmd"] == "setup":
-            time.sleep(0.2)
-        return inner(msg)
-
+def _recorded_calls(fake: type[FakeWorker], events: list[tuple[str, str, float, float]], fail: int | None = None):
+    """FakeWorker.call wrapped: every command as (command, role, start, end); setup number ``fail`` (counting
+    every worker's setup from 0) dies."""
     real_call = FakeWorker.call
+    setups = iter(range(100))
 
     def call(self: FakeWorker, msg: dict[str, Any], deadline: float, max_bytes: int | None = None) -> dict[str, Any]:
+        if msg["cmd"] == "setup" and next(setups) == fail:
+            raise WorkerFailure("died", "setup died")
         t0 = time.monotonic()
         reply = real_call(self, msg, deadline, max_bytes)
-        events.append((msg["cmd"], self.spec.log_path.name, t0, time.monotonic()))
+        events.append((msg["cmd"], self.spec.role, t0, time.monotonic()))
         return reply
+    return call, real_call
 
+
+def test_the_first_pairs_workers_are_measured_for_memory_one_at_a_time(fake, tmp_path) -> None:
+    """Device memory in use is counted for the whole GPU from a baseline each worker takes at its setup: the
+    candidate starts only after the reference's memory is measured, and no other worker starts before the
+    candidate's is (on the H200, candidates set up beside a measured reference counted its memory as their own:
+    memory_above_reference on honest kernels)."""
+    events: list[tuple[str, str, float, float]] = []
+    call, real_call = _recorded_calls(fake, events)
     fake.call = call  # type: ignore[method-assign]
     try:
-        fake.scripts = {"reference": script, "candidate": script}
+        fake.scripts = {"reference": timing_script(1.0, 0.0), "candidate": timing_script(1.0, 0.0)}
         ctx = context(tmp_path, timing_pairs=3, protocol="verified")
         performance.PerformanceStage(ctx).run()
     finally:
         fake.call = real_call  # type: ignore[method-assign]
     setups = [e for e in events if e[0] == "setup"]
-    first = {e[1]: e for e in setups if e[1].endswith("-0.log")}
-    ref0, cand0 = first["performance-reference-0.log"], first["performance-candidate-0.log"]
-    ref_memory = [e for e in events if e[0] == "memory" and e[1] == ref0[1]]
-    cand_memory = [e for e in events if e[0] == "memory" and e[1] == cand0[1]]
-    assert ref_memory and cand_memory and all(e[1].endswith("-0.log") for e in events if e[0] == "memory")
-    assert ref0[3] <= min(e[2] for e in ref_memory) and max(e[3] for e in ref_memory) <= cand0[2]  # one at a
-    assert cand0[3] <= min(e[2] for e in cand_memory)  # time: the candidate starts after the reference's memory
-    later = [e for e in setups if not e[1].endswith("-0.log")]
-    assert len(later) == 4 and min(e[2] for e in later) >= max(e[3] for e in cand_memory)
-    assert max(e[2] for e in later) < min(e[3] for e in later)  # the four later setups overlapped
-    timed = [e for e in events if e[0] == "time"]
-    assert min(e[2] for e in timed) >= max(e[3] for e in later)  # nothing timed while any worker was starting
-    assert sorted(fake.closed) == sorted(f"performance-{role}-{i}.log" for i in range(3)
-                                         for role in ("reference", "candidate"))
+    memory = [e for e in events if e[0] == "memory"]
+    assert [e[1] for e in setups] == ["reference", "candidate"] * 3
+    ref_memory = [e for e in memory if e[1] == "reference"]
+    cand_memory = [e for e in memory if e[1] == "candidate"]
+    assert ref_memory and cand_memory
+    assert max(e[3] for e in ref_memory) <= setups[1][2]  # the candidate starts after the reference's memory
+    assert all(e[2] >= max(m[3] for m in cand_memory) for e in setups[2:])  # later pairs after the candidate's
 
 
-@pytest.mark.parametrize("failing, closed", [("performance-candidate-0.log", 2), ("performance-reference-1.log", 6),
-                                              ("performance-candidate-2.log", 6)])
-def test_a_failed_start_closes_every_started_worker(fake, tmp_path, failing: str, closed: int) -> None:
-    """A worker whose setup dies ends the stage as that role's failure; every worker already started is closed
-    (pair 0's failing candidate: the later pairs never start)."""
-    real_call = FakeWorker.call
-
-    def call(self: FakeWorker, msg: dict[str, Any], deadline: float, max_bytes: int | None = None) -> dict[str, Any]:
-        if msg["cmd"] == "setup" and self.spec.log_path.name == failing:
-            raise WorkerFailure("died", "setup died")
-        return real_call(self, msg, deadline, max_bytes)
-
+@pytest.mark.parametrize("fail, closed", [(1, 2), (2, 3), (5, 6)])
+def test_a_failed_setup_closes_every_started_worker(fake, tmp_path, fail: int, closed: int) -> None:
+    """A worker whose setup dies ends the stage as that role's failure (the reference's: ReferenceFailed); the
+    failing worker and every one started before it are closed."""
+    events: list[tuple[str, str, float, float]] = []
+    call, real_call = _recorded_calls(fake, events, fail)
     fake.call = call  # type: ignore[method-assign]
     try:
         fake.scripts = {"reference": timing_script(1.0, 0.0), "candidate": timing_script(1.0, 0.0)}
         ctx = context(tmp_path, timing_pairs=3, protocol="verified")
-        if "reference" in failing:
+        if fail % 2 == 0:
             with pytest.raises(ReferenceFailed):
                 performance.PerformanceStage(ctx).run()
         else:
@@ -431,7 +420,7 @@ def test_a_failed_start_closes_every_started_worker(fake, tmp_path, failing: str
             assert [(f.stage, f.role, f.kind) for f in ctx.evidence.failures] == [("performance", "candidate", "died")]
     finally:
         fake.call = real_call  # type: ignore[method-assign]
-    assert len(fake.closed) == closed and len(set(fake.closed)) == closed
+    assert len(fake.closed) == closed
 
 
 def test_truncation_cap_follows_the_reference(fake, tmp_path) -> None:

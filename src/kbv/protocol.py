@@ -312,9 +312,11 @@ CONFIDENCE: Final = 0.95
 # C allocator's caching, so small differences there are noise.
 MEMORY_SLACK_BYTES: Final = {"cuda": 0, "cpu": 256 * 1024}
 # Device memory in use (cudaMemGetInfo, after one call, beyond what the process held before the model existed):
-# on the H200 reference and honest candidates matched to the byte (docs/results/h200-2026-11-29-b); this much more
-# in the candidate is flagged memory_above_reference too (buffers from __init__, raw cudaMalloc workspaces).
-DEVICE_IN_USE_SLACK_BYTES: Final = 64 * 2**20
+# on the H200 reference and honest candidates matched to the byte (docs/results/h200-2026-11-29-b), except that on
+# cuBLAS GEMMs the reference against itself differed by exactly 90 MiB, either way, on 3 of 27 KernelBench pairs
+# (docs/results/h200-2026-12-01-d: the driver's reservations, not an allocation); this much more in the candidate
+# is flagged memory_above_reference too (buffers from __init__, raw cudaMalloc workspaces).
+DEVICE_IN_USE_SLACK_BYTES: Final = 128 * 2**20
 CPU_MEMORY_REPEATS: Final = 3  # the parent's resident-set measure of one call on the CPU: the least of this many
 
 # Fast_p thresholds printed by `kbv report`.

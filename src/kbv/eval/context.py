@@ -148,18 +148,12 @@ class PairContext:
             key = f"{stage}/{part}"
             self.spent[key] = self.spent.get(key, 0.0) + time.monotonic() - t0
 
-    def start(self, role: str, stage: str, deadline: float, charge: bool = True,
-              spec: WorkerSpec | None = None) -> Worker:
-        """A fresh worker, its start (process, imports, problem load, confinement) charged to ``process_start``
-        (``charge``: the caller accounts for it instead; ``spec``: one the caller made). On the CPU both roles are pinned by the parent to the same
-        CPUs (``worker_cpus``): a candidate that starts more threads gains no cores, and one that widens its CPU set
-        is caught (``watch``)."""
-        spec = spec or self.spec(role, stage)
-        if charge:
-            with self.clock(stage, "process_start"):
-                worker = Worker(spec, deadline)
-        else:
-            worker = Worker(spec, deadline)
+    def start(self, role: str, stage: str, deadline: float) -> Worker:
+        """A fresh worker, its start (process, imports, problem load, confinement) charged to ``process_start``. On
+        the CPU both roles are pinned by the parent to the same CPUs (``worker_cpus``): a candidate that starts more
+        threads gains no cores, and one that widens its CPU set is caught (``watch``)."""
+        with self.clock(stage, "process_start"):
+            worker = Worker(self.spec(role, stage), deadline)
         cpus = self.worker_cpus()
         if cpus and observe.pin(worker.pid, cpus):
             self.draft.env.setdefault("resources", {"cpus": sorted(cpus),

@@ -14,7 +14,6 @@ import math
 import secrets
 import statistics
 import time
-from dataclasses import replace
 from typing import Any
 
 from kbv import envinfo, stats
@@ -29,7 +28,7 @@ from kbv.protocol import (
     REFERENCE_REMEASURE_TRIALS, RING_BYTES, RING_DEVICE_FRACTION, TIMED_DISTRIBUTION_WEIGHTS, TIMING_ROUNDS, TIMING_RULES, TIMING_TRUNCATE_FACTOR, timed_call,
 )
 from kbv.sandbox import observe
-from kbv.sandbox.launch import Worker, WorkerFailure, WorkerSpec
+from kbv.sandbox.launch import Worker, WorkerFailure
 
 Samples = dict[str, dict[str, list[list[float]]]]  # samples[role][baseline]: one list of trial times per pair
 
@@ -60,62 +59,24 @@ class PerformanceStage:
 
     # -- workers --------------------------------------------------------------------------------------------------
 
-    def _worker(self, role: str, spec: WorkerSpec, deadline: float, spent: list[float]) -> Worker:
+    def _worker(self, role: str, deadline: float) -> Worker:
         """A fresh worker for timing, with the reference's initial state loaded (the reference loads it too, so
-        both processes allocate alike); [start, setup] seconds go to ``spent``."""
+        both processes allocate alike)."""
         state = self.ctx.ref_state if role == "reference" else self.ctx.candidate_state()
         try:
-            t0 = time.monotonic()
-            worker = self.ctx.start(role, "performance", deadline, spec=spec, charge=False)
-            t1 = time.monotonic()
+            worker = self.ctx.start(role, "performance", deadline)
             try:
-                worker.call({"cmd": "setup", "init_seed": self.ctx.init_seed, "state": state}, deadline)
+                with self.ctx.clock("performance", "setup"):
+                    worker.call({"cmd": "setup", "init_seed": self.ctx.init_seed, "state": state}, deadline)
             except BaseException:
                 self.ctx.collect(worker)
                 worker.close()
                 raise
-            spent[:] = [t1 - t0, time.monotonic() - t1]
             return worker
         except WorkerFailure as failure:
             if role == "reference":
                 raise ReferenceFailed(failure, "performance") from None
             raise
-
-    def _workers(self, roles: list[str], first_pair: int, deadline: float) -> list[Worker]:
-        """Fresh workers for ``roles`` (in that order; pair ``first_pair`` onwards, two roles a pair), started and
-        set up at once (one thread each): their start-up overlaps instead of adding up. Specs (folders, copies) are
-        made here, one at a time; each worker logs to a file of its own. Charged to the breakdown as the slowest
-        worker's start, and the rest of the block as setup. A failure is raised as a one-at-a-time start would have
-        met it first (in ``roles`` order), after every worker that did start is closed."""
-        from concurrent.futures import ThreadPoolExecutor
-
-        specs = []
-        for i, role in enumerate(roles):
-            spec = self.ctx.spec(role, "performance")
-            pair = first_pair + i // 2 if len(roles) > 1 else first_pair
-            specs.append(replace(spec, log_path=spec.log_path.with_name(f"performance-{role}-{pair}.log")))
-        spent = [[0.0, 0.0] for _ in roles]
-        t0 = time.monotonic()
-        outcomes: list[Any] = []  # a Worker, or what its start raised
-        with ThreadPoolExecutor(max_workers=len(roles), thread_name_prefix="kbv-start") as pool:
-            futures = [pool.submit(self._worker, role, spec, deadline, s) for role, spec, s in zip(roles, specs, spent)]
-            for future in futures:
-                try:
-                    outcomes.append(future.result())
-                except BaseException as exc:  # re-raised below, in start order
-                    outcomes.append(exc)
-        wall = time.monotonic() - t0
-        start = max(s[0] for s in spent)
-        self.ctx.spent["performance/process_start"] = self.ctx.spent.get("performance/process_start", 0.0) + start
-        self.ctx.spent["performance/setup"] = self.ctx.spent.get("performance/setup", 0.0) + max(0.0, wall - start)
-        failed = next((o for o in outcomes if isinstance(o, BaseException)), None)
-        if failed is not None:
-            for o in outcomes:
-                if not isinstance(o, BaseException):
-                    self.ctx.collect(o)
-                    o.close()
-            raise failed
-        return outcomes
 
     def _call(self, worker: Worker, role: str, msg: dict[str, Any], deadline: float) -> dict[str, Any]:
         try:
@@ -171,40 +132,20 @@ class PerformanceStage:
         wall: dict[str, list[float]] = {}
         share = 1.0 / (TIMING_ROUNDS * n_pairs)
         try:
-            # The first pair one worker at a time, each measured for memory before the next starts: device memory
-            # in use is counted for the whole GPU, from a baseline each worker takes at its setup. The other
-            # pairs' workers then start together, before any timing: idle, they change nothing measured.
-            started: list[Worker] = []  # reference and candidate of pair 0, then of each later pair
-            try:
-                started += self._workers(["reference"], 0, deadline)
-                memory_peaks["reference"] = self._memory(started[0], "reference", deadline)
-                started += self._workers(["candidate"], 0, deadline)
-                memory_peaks["candidate"] = self._memory(started[1], "candidate", deadline)
-                if n_pairs > 1:
-                    started += self._workers(["reference", "candidate"] * (n_pairs - 1), 1, deadline)
-            except BaseException:
-                for worker in started:
-                    self.ctx.collect(worker)
-                    worker.close()
-                raise
-            pairs = [(started[2 * i], started[2 * i + 1]) for i in range(n_pairs)]
-            timed = 0  # pairs timed so far (their workers are collected by _time_pair)
-            try:
-                for reference, candidate in pairs:
-                    timed += 1
-                    try:
-                        self._time_pair(reference, candidate, timed - 1, cached, seed, share, deadline,
+            for pair_index in range(n_pairs):
+                # Memory once, in the first pair, each worker measured while the other is idle or not yet started:
+                # device memory in use is counted for the whole GPU, from a baseline each worker takes at its setup
+                # (on the H200 a candidate set up beside a measured reference counted the reference's as its own).
+                with self._worker("reference", deadline) as reference:
+                    if pair_index == 0:
+                        memory_peaks["reference"] = self._memory(reference, "reference", deadline)
+                    with self._worker("candidate", deadline) as candidate:
+                        if pair_index == 0:
+                            memory_peaks["candidate"] = self._memory(candidate, "candidate", deadline)
+                        self._time_pair(reference, candidate, pair_index, cached, seed, share, deadline,
                                         samples, warmups, flags, wall)
-                    finally:
-                        reference.close()
-                        candidate.close()
-                    if self.truncated:
-                        break
-            finally:
-                for reference, candidate in pairs[timed:]:  # started but never timed: what they reported counts
-                    for worker in (reference, candidate):
-                        self.ctx.collect(worker)
-                        worker.close()
+                if self.truncated:
+                    break
         except WorkerFailure as failure:
             self.ev.fail(Failure("performance", "candidate", failure.kind, failure_dict("performance", failure)))
             return

@@ -24,13 +24,31 @@ def _select(problems: list, levels: str | None, only: str | None) -> list:
             raise CliError(f"--levels takes comma-separated numbers, got {levels!r}") from None
         problems = [p for p in problems if (p.level or 0) in wanted]
     if only:
+        # as kbv agent run --only: a key (level1/5_ReLU), a file stem (5_ReLU) or a problem's name (ReLU)
         keys = [k.strip() for k in only.split(",") if k.strip()]
-        known = {p.key for p in problems}
-        unknown = [k for k in keys if k not in known]
+
+        def names(p) -> set[str]:
+            return {p.key, p.path.stem, p.name}
+
+        unknown = [k for k in keys if not any(k in names(p) for p in problems)]
         if unknown:
-            raise CliError(f"--only: no problem {', '.join(unknown)} in the selection (keys look like level1/5_ReLU)")
-        problems = [p for p in problems if p.key in set(keys)]
+            raise CliError(f"--only: no problem {', '.join(unknown)} in the selection "
+                           "(give keys like level1/5_ReLU, file stems like 5_ReLU, or names)")
+        problems = [p for p in problems if names(p) & set(keys)]
     return problems
+
+
+def _check_key_variable(name: str) -> None:
+    """The key's variable must be one kbv eval's workers never inherit (kbv.sandbox.plan.worker_environment keeps
+    an allow-list of variables, less any named like a credential): a key in, say, ``NVIDIA_X`` or ``PATH`` would
+    reach candidate code run in the same shell."""
+    from kbv.sandbox.plan import allowed_variable
+
+    if allowed_variable(name):
+        raise CliError(f"--api-key-env: {name} is a variable kbv eval's workers inherit; keep the key in one named "
+                       "like a credential (e.g. MY_ENDPOINT_API_KEY), which workers never see")
+    if not os.environ.get(name):
+        raise CliError(f"--api-key-env: the environment variable {name} is not set")
 
 
 @click.command("generate")
@@ -39,7 +57,8 @@ def _select(problems: list, levels: str | None, only: str | None) -> list:
 @click.option("--problems", "problems_", default="builtin", show_default=True,
               help="A suite name or a suite folder (level*/ subfolders).")
 @click.option("--levels", default=None, help="Only these levels, e.g. 1,2.")
-@click.option("--only", default=None, help="Only these problem keys, comma-separated (level1/5_ReLU,...).")
+@click.option("--only", default=None,
+              help="Only these problems, comma-separated: keys (level1/5_ReLU), file stems (5_ReLU) or names.")
 @click.option("--samples", type=int, default=1, show_default=True, help="Samples per problem.")
 @click.option("--temperature", type=float, default=0.0, show_default=True, help="Sampling temperature.")
 @click.option("--max-tokens", type=int, default=None, help="Token limit per response (default: the server's).")
@@ -62,7 +81,8 @@ def _select(problems: list, levels: str | None, only: str | None) -> list:
 @click.option("--extract", "extract_", type=click.Choice(list(EXTRACT_MODES)), default="first", show_default=True,
               help="Which fenced code block is the candidate.")
 @click.option("--api-key-env", default=None,
-              help="The environment variable holding the API key (read at request time; never written).")
+              help="The environment variable holding the API key (read at request time; never written). "
+                   "Not one kbv eval's workers inherit (PATH, NVIDIA_*, ...): a name like ..._API_KEY.")
 @click.option("--timeout", type=float, default=600.0, show_default=True, help="Seconds per request attempt.")
 @click.option("--max-retries", type=int, default=2, show_default=True,
               help="Retries of a failed request (429, 5xx, timeouts), by the openai client.")
@@ -82,8 +102,8 @@ def generate(base_url, model, problems_, levels, only, samples, temperature, max
     from kbv.study.generate import GenerateConfig, GenerateError
     from kbv.study.generate import generate as run
 
-    if api_key_env and not os.environ.get(api_key_env):
-        raise CliError(f"--api-key-env: the environment variable {api_key_env} is not set")
+    if api_key_env:
+        _check_key_variable(api_key_env)
     try:
         problems = discover(resolve_suite(problems_))
     except (FileNotFoundError, ValueError) as exc:

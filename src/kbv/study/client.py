@@ -1,8 +1,11 @@
 """An OpenAI-compatible endpoint client (chat and plain completions) over the `openai` package's async client.
 
 One retry layer only: the `openai` client's own (`max_retries`, honouring `Retry-After`); the attempts it made are
-counted per call. The API key is read from the environment variable named by `Endpoint.api_key_env` at call time
-and is never stored, logged or returned. Errors never raise: each returned `Completion` carries `error`.
+counted per call. The one resend kbv makes itself is not a retry of a failure that may pass: a chat server that
+refuses ``max_tokens`` with a 400 naming ``max_completion_tokens`` (OpenAI's reasoning models) is asked again, once,
+with the limit under that name (counted as a retry). The API key is read from the environment variable named by
+`Endpoint.api_key_env` at call time and is never stored, logged or returned. Errors never raise: each returned
+`Completion` carries `error`.
 """
 from __future__ import annotations
 
@@ -101,6 +104,19 @@ def _describe_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {str(exc)[:300]}"
 
 
+#: The chat API's newer name for the token limit: OpenAI's reasoning models refuse ``max_tokens`` (400) and name
+#: this one, vLLM and SGLang accept both, older servers only ``max_tokens``. kbv sends ``max_tokens`` and resends
+#: once under this name when a server's 400 asks for it.
+MAX_COMPLETION_TOKENS = "max_completion_tokens"
+
+
+def _wants_max_completion_tokens(exc: Any, api: str, kwargs: dict[str, Any]) -> bool:
+    if api != "chat" or "max_tokens" not in kwargs:
+        return False
+    body = exc.response.text if getattr(exc, "response", None) is not None else ""
+    return MAX_COMPLETION_TOKENS in f"{exc} {body}"
+
+
 async def _count_attempt(request: Any) -> None:
     counter = _attempts.get()
     if counter is not None:
@@ -151,11 +167,21 @@ async def _complete(endpoint: Endpoint, key: str, prompt: str | list[dict], n: i
             kwargs: dict[str, Any] = {"model": endpoint.model, "n": n, "temperature": temperature}
             if max_tokens is not None:
                 kwargs["max_tokens"] = max_tokens
+            create: Any  # the API's raw-response create
             if endpoint.api == "completions":
-                raw = await client.completions.with_raw_response.create(prompt=_plain(prompt), **kwargs)
+                create, kwargs["prompt"] = client.completions.with_raw_response.create, _plain(prompt)
             else:
-                raw = await client.chat.completions.with_raw_response.create(messages=_messages(prompt), **kwargs)
-            retries = int(raw.retries_taken)
+                create, kwargs["messages"] = client.chat.completions.with_raw_response.create, _messages(prompt)
+            earlier = 0  # requests sent before a resend under max_completion_tokens
+            try:
+                raw = await create(**kwargs)
+            except openai.BadRequestError as exc:
+                if not _wants_max_completion_tokens(exc, endpoint.api, kwargs):
+                    raise
+                earlier = counter[0]
+                kwargs[MAX_COMPLETION_TOKENS] = kwargs.pop("max_tokens")
+                raw = await create(**kwargs)
+            retries = earlier + int(raw.retries_taken)
             out = _parse(raw.parse(), endpoint.api, time.perf_counter() - start, retries)
     except Exception as exc:  # noqa: BLE001 - every failure (HTTP, timeout, a malformed answer) is recorded
         latency = time.perf_counter() - start

@@ -16,7 +16,7 @@ from pathlib import Path
 
 BACKENDS = ("cuda", "triton", "cpp")
 PRECISIONS = ("fp32", "bf16")
-KBV_TEMPLATE = "kbv-one-shot/1"
+KBV_TEMPLATE = "kbv-one-shot/2"  # /2: kbv's own wording (/1 paraphrased KernelBench's)
 
 _BACKEND_DISPLAY = {
     "cuda": "CUDA kernels",
@@ -184,30 +184,29 @@ class ModelNew(nn.Module):
 
 EXAMPLES = {"cuda": _EXAMPLE_CUDA, "triton": _EXAMPLE_TRITON, "cpp": _EXAMPLE_CPP}
 
-_KBV_PROMPT = """You write custom {backend_display} to replace the PyTorch operators in the given architecture to get \
-speedups.
+_KBV_PROMPT = """Your task: make a PyTorch program faster by writing custom {backend_display} for it.
 
-You have complete freedom to choose the set of operators you replace: replace some with custom {backend_display} and \
-leave others unchanged, replace several with one fused kernel (matmul + relu, say), or change the algorithm \
-(an online softmax, say). {backend_how}
+What you rewrite is your choice. Swap any subset of its operators for your own kernels and keep the rest as \
+PyTorch, fuse neighbouring operators into one kernel (a matmul and the activation after it, say), or compute the \
+same result by a better algorithm (an online softmax, say). {backend_how}
 
 {precision_text} Your ModelNew is checked against Model for correctness on freshly drawn random inputs, then timed \
 against it.
 
-Here is an example. The given architecture:
+An example first. This program:
 ```python
 {example_model}```
-The same architecture optimized with custom {backend_display}:
+rewritten with custom {backend_display}:
 ```python
 {example_new}```
 
-You are given the following architecture:
+Now the program to make faster:
 ```python
 {ref_arch_src}```
 
-Optimize the architecture named Model with custom {backend_display}. Name your optimized output architecture \
-ModelNew, with the same constructor and forward signatures as Model. Output the complete new code in one \
-```python code block: real code, not pseudocode, that compiles and runs. No other text and no testing code.
+Rewrite Model with custom {backend_display} and call the new class ModelNew; keep the constructor and forward \
+signatures of Model. Reply with one ```python code block holding the complete program: working code that \
+compiles and runs, not a sketch, and nothing besides it (no explanation, no tests).
 """
 
 
