@@ -385,6 +385,17 @@ def test_readme_documents_every_exit_code():
         assert option in readme, option
 
 
+def test_readme_names_every_command_that_exits_1_for_a_result():
+    """Exit 1 is a result (a flagged problem, an incorrect candidate, --fail-on), never a user's mistake (2)."""
+    readme = (ROOT / "README.md").read_text()
+    row = re.search(r"^\| *`1` *\|(.*)$", readme, re.MULTILINE).group(1)
+    for command in ("--fail-on", "kbv lint", "kbv task check", "kbv verify"):
+        assert command in row, command
+    row = re.search(r"^\| *`2` *\|(.*)$", readme, re.MULTILINE).group(1)
+    for mistake in ("every command", "cannot be written", "--level", "--profile"):
+        assert mistake in row, mistake
+
+
 def test_the_projects_own_scripts_say_what_to_do_with_an_existing_results_file():
     calls = []
     for path in [*(ROOT / "scripts").glob("*.py"), *(ROOT / "benchmarks").glob("*.py")]:
@@ -407,3 +418,177 @@ def test_the_projects_own_scripts_say_what_to_do_with_an_existing_results_file()
 def test_click_usage_errors_are_one_line_too(runner, no_run, args):
     line = one_error_line(runner.invoke(main, args))
     assert "--help" in line and "Usage:" not in line
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Every command: a user's mistake is exit 2 with one line, checked before anything runs (lint, trace, suite,
+# import-atrex, task, agent, export/import, output paths)
+
+
+@pytest.fixture
+def no_gpu(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+
+
+@pytest.fixture
+def no_lint(monkeypatch):
+    """``kbv lint`` must refuse its options before it screens any problem."""
+    import kbv.cli.lint as lint_cli
+
+    def refuse(*a, **k):
+        raise AssertionError("lint was called")
+
+    monkeypatch.setattr(lint_cli, "lint", refuse)
+
+
+@pytest.mark.parametrize("args, names", [
+    (["lint", "nosuchsuite"], "nosuchsuite"),
+    (["lint", str(RELU), "--profile", "nosuchprofile"], "--profile 'nosuchprofile'"),
+    (["lint", str(RELU), "--timeout", "-1"], "--timeout"),
+    (["lint", str(RELU), "--timeout", "inf"], "--timeout"),
+    (["lint", str(RELU), "--device", "cuda"], "--device cuda"),
+], ids=["suite", "profile", "timeout", "timeout-inf", "device"])
+def test_lint_refuses_bad_options_before_screening_with_exit_2(runner, no_lint, no_gpu, args, names):
+    """exit 1 is lint's "a problem is flagged": a user's mistake must not read as one, nor become error entries."""
+    assert names in one_error_line(runner.invoke(main, args))
+
+
+def test_trace_suite_and_atrex_mistakes_are_exit_2(runner, no_gpu, tmp_path):
+    out = str(tmp_path / "t.json")
+    assert "neither a recipe" in one_error_line(runner.invoke(main, ["trace", "nosuchrecipe", "--out", out]))
+    assert "--device cuda" in one_error_line(runner.invoke(main, ["trace", "llama3_8b", "--device", "cuda",
+                                                                  "--out", out]))
+    garbage = tmp_path / "garbage.json"
+    garbage.write_text("not json\n")
+    assert "not JSON" in one_error_line(runner.invoke(main, ["suite", "build", str(garbage),
+                                                             "--out", str(tmp_path / "s")]))
+    assert "weights.json" in one_error_line(runner.invoke(main, ["suite", "score", str(garbage),
+                                                                 "--suite", str(tmp_path)]))
+    assert "Atrex" in one_error_line(runner.invoke(main, ["import-atrex", str(tmp_path), "--out",
+                                                          str(tmp_path / "a")]))
+
+
+def test_a_bare_click_error_from_any_command_is_exit_2(runner, monkeypatch):
+    """The group's safety net: a command raising click's own ClickException (exit 1) still exits 2."""
+    import kbv.cli.lint as lint_cli
+
+    def fail(*a, **k):
+        raise click.ClickException("something the user got wrong")
+
+    monkeypatch.setattr(lint_cli, "collect", fail)
+    assert one_error_line(runner.invoke(main, ["lint", str(RELU)])) == "Error: something the user got wrong"
+
+
+def _task(runner, tmp_path: Path) -> Path:
+    folder = tmp_path / "task"
+    result = runner.invoke(main, ["task", "export", "builtin:level1/5_ReLU", "--out", str(folder)])
+    assert result.exit_code == 0, result.output
+    shutil.copy(CORRECT, folder / "candidate.py")
+    return folder
+
+
+@pytest.mark.parametrize("flag, value, names", [
+    ("--device", "cuda", "--device cuda"),
+    ("--profile", "nosuchprofile", "--profile 'nosuchprofile'"),
+    ("--trials", "0", "--trials"),
+    ("--timeout", "-1", "--timeout"),
+])
+def test_task_check_score_and_agent_run_refuse_bad_options_before_evaluating(runner, no_gpu, monkeypatch, tmp_path,
+                                                                              flag, value, names):
+    """Never a task's runtime_error record (an unknown profile was one), never a traceback (--device cuda was)."""
+    import kbv.agent.loop as loop
+    import kbv.agent.task as task_mod
+
+    def refuse(*a, **k):
+        raise AssertionError("an evaluation started")
+
+    monkeypatch.setattr(task_mod, "check_task", refuse)
+    monkeypatch.setattr(task_mod, "score_tasks", refuse)
+    monkeypatch.setattr(loop.Agent, "run", refuse)
+    folder = _task(runner, tmp_path)
+    for args in (["task", "check", str(folder)], ["task", "score", str(folder)],
+                 ["agent", "run", "--problem", str(RELU), "--base-url", "http://127.0.0.1:9/v1", "--model", "m",
+                  "--out", str(tmp_path / "agent")]):
+        assert names in one_error_line(runner.invoke(main, args + [flag, value])), args
+
+
+def test_export_and_import_of_nothing_are_errors_not_empty_files(runner, tmp_path):
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    out = tmp_path / "eval_results.json"
+    assert "no kbv records" in one_error_line(runner.invoke(main, ["export-kernelbench", str(empty), "--level", "1",
+                                                                   "--out", str(out)]))
+    results = tmp_path / "r.jsonl"
+    results.write_text(_record_line() + "\n")
+    line = one_error_line(runner.invoke(main, ["export-kernelbench", str(results), "--level", "3", "--out", str(out)]))
+    assert "no records of level 3" in line and "levels there: 1" in line
+    assert not out.exists()
+    out.write_text("{}")
+    line = one_error_line(runner.invoke(main, ["import-kernelbench", str(out), "--level", "1",
+                                               "--out", str(tmp_path / "imported.jsonl")]))
+    assert "nothing to import" in line and not (tmp_path / "imported.jsonl").exists()
+
+
+def test_an_output_path_that_cannot_be_written_is_an_error_before_anything_runs(runner, no_run, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    bad = blocker / "out"  # a folder under a file: never creatable, root or not
+    results = tmp_path / "r.jsonl"
+    results.write_text(_record_line() + "\n")
+    for args, option in [
+        (["eval", "--problem", str(RELU), "--candidate", str(CORRECT), "--device", "cpu", "--out", str(bad / "r.jsonl")],
+         "--out"),
+        (["demo", "--device", "cpu", "--out", str(bad / "d.jsonl")], "--out"),
+        (["report", str(results), "--html", str(bad / "r.html")], "--html"),
+        (["report", str(results), "--plots", str(bad / "plots")], "--plots"),
+        (["export-kernelbench", str(results), "--level", "1", "--out", str(bad / "e.json")], "--out"),
+    ]:
+        line = one_error_line(runner.invoke(main, args))
+        assert f"{option} {bad}" in line and "cannot write there" in line, args
+    ok = tmp_path / "new" / "folder" / "r.html"  # a missing folder is made, not an error
+    assert runner.invoke(main, ["report", str(results), "--html", str(ok)]).exit_code == 0 and ok.exists()
+
+
+def test_a_malformed_problem_is_skipped_by_report_suite_import_and_agent_too(runner, tmp_path, capsys):
+    suite, _ = _suite_with_a_bad_problem(tmp_path)
+    results = tmp_path / "r.jsonl"
+    results.write_text(_record_line() + "\n")
+    result = runner.invoke(main, ["report", str(results), "--suite", str(suite), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["universe"] == ["level1/5_ReLU"]
+    assert re.search(r"Warning: skipped problem .*7_Broken\.py", result.stderr)
+    kb = tmp_path / "eval_results.json"
+    kb.write_text(json.dumps({"5": [{"sample_id": 0, "compiled": True, "correctness": True, "runtime": 1.0}]}))
+    result = runner.invoke(main, ["import-kernelbench", str(kb), "--level", "1", "--problems", str(suite),
+                                  "--out", str(tmp_path / "imported.jsonl")])
+    assert result.exit_code == 0, result.output
+    assert "7_Broken" in result.stderr
+    assert json.loads((tmp_path / "imported.jsonl").read_text())["problem"] == "level1/5_ReLU"
+    from kbv.agent.cli import _problems
+
+    chosen = _problems(None, str(suite), ())
+    assert [p.key for p in chosen] == ["level1/5_ReLU"] and "7_Broken" in capsys.readouterr().err
+
+
+def test_the_existing_out_error_is_the_only_thing_on_stderr(runner, fake_run, tmp_path):
+    """No progress bar (nor its blank lines) before an error raised ahead of the run."""
+    out = tmp_path / "r.jsonl"
+    out.write_text(_record_line() + "\n")
+    result = runner.invoke(main, ["eval", "--problem", str(RELU), "--candidate", str(CORRECT), "--out", str(out),
+                                  "--device", "cpu"])
+    assert result.stderr == one_error_line(result) + "\n"
+
+
+def test_python_m_kbv_cli_runs_the_command_as_the_gpu_script_calls_it():
+    """scripts/gpu_check.py runs ``python -m kbv.cli trace ...`` and ``... suite build ...``."""
+    import subprocess
+    import sys
+
+    assert '"-m", "kbv.cli"' in (ROOT / "scripts" / "gpu_check.py").read_text()
+    done = subprocess.run([sys.executable, "-m", "kbv.cli", "--version"], capture_output=True, text=True, timeout=120,
+                          cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert "version" in done.stdout

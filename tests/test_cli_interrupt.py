@@ -202,3 +202,171 @@ def test_a_pair_cut_short_by_ctrl_c_is_not_recorded(monkeypatch, tmp_path):
     assert (info.value.recorded, info.value.remaining) == (1, 1)
     assert [(r["sample"], r["verdict"]) for r in read_records(out)] == [(0, "correct")]
     launch.allow_workers()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# More moments: kbv's own start-up (its imports), the worker launcher's start-up, pairs still queued
+
+
+def _child_with(parent: int, needle: str) -> int | None:
+    """The pid of a live child of ``parent`` with ``needle`` in its command line, if any."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            cmdline = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == parent and needle in cmdline and fields[0] not in ("Z", "X"):
+            return int(stat.parent.name)
+    return None
+
+
+def _interrupt_when(args: list[str], env: dict[str, str], ready, wait_s: float = 120.0):
+    """Start ``kbv ARGS``, send SIGINT to its process group once ``ready(proc)`` holds; (rc, stderr, seconds from
+    SIGINT to exit)."""
+    proc = subprocess.Popen([sys.executable, "-m", "kbv", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env, cwd=ROOT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + wait_s
+        while not ready(proc):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                out, err = proc.communicate(timeout=30)
+                pytest.fail(f"the moment never came (rc {proc.returncode}):\n{out}\n{err}")
+            time.sleep(0.02)
+        sent = time.monotonic()
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            _, err = proc.communicate(timeout=STOP_WITHIN_S)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"kbv did not stop within {STOP_WITHIN_S} s of SIGINT")
+        return proc.returncode, err, time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def test_ctrl_c_while_kbv_starts_exits_130_without_a_traceback(tmp_path, env):
+    """kbv's imports take seconds (torch): a Ctrl-C in them is "Interrupted." and 130, not an import's traceback."""
+    out = tmp_path / "results.jsonl"
+    started = time.monotonic()
+    rc, err, took = _interrupt_when(["eval", "--problem", str(RELU), "--candidate", str(CORRECT), "--out", str(out),
+                                     *FAST], env, lambda proc: time.monotonic() - started > 0.4)
+    assert rc == 130, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert err.strip().splitlines()[-1].startswith(("Interrupted", "Continue with")), err
+    assert took < STOP_WITHIN_S
+
+
+def test_ctrl_c_while_the_worker_launcher_starts_prints_no_traceback(tmp_path, env):
+    """The launcher (kbv.worker.zygote) imports torch for seconds as soon as it starts: a Ctrl-C at the terminal
+    then must not print its traceback (it sits in a session of its own), kbv stops at once and the launcher ends
+    with it."""
+    out = tmp_path / "results.jsonl"
+    launcher: list[int] = []
+
+    def started(proc) -> bool:
+        pid = _child_with(proc.pid, "kbv.worker.zygote")
+        launcher.extend([pid] if pid else [])
+        return bool(pid)
+
+    rc, err, took = _interrupt_when(["eval", "--problem", str(RELU), "--candidate", str(CORRECT), "--out", str(out),
+                                     *FAST], env, started)
+    assert rc == 130, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert "Interrupted: 0 pairs recorded" in err, err
+    assert took < 5.0, took
+    deadline = time.monotonic() + 5
+    while _alive(launcher[0]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(launcher[0]), "the worker launcher outlived kbv"
+
+
+def test_ctrl_c_with_pairs_still_queued_stops_at_once(tmp_path, env):
+    """One pair hangs in correctness while two more wait for the (single) CPU slot: their futures are cancelled,
+    and the runner must not wait its whole grace period for them (it did: cancelled futures never turn "done")."""
+    from kbv.eval.runner import STOP_GRACE_S
+
+    mark = tmp_path / "mark"
+    suite = tmp_path / "suite" / "level1"
+    suite.mkdir(parents=True)
+    shutil.copy(RELU, suite / RELU.name)
+    candidates = tmp_path / "candidates"
+    candidates.mkdir()
+    (candidates / "level_1_problem_5_sample_0_kernel.py").write_text(HANG_IN_STAGE.format(mark=str(mark),
+                                                                                           stage="correctness"))
+    for sample in (1, 2):
+        shutil.copy(CORRECT, candidates / f"level_1_problem_5_sample_{sample}_kernel.py")
+    out = tmp_path / "results.jsonl"
+    args = ["eval", "--problems", str(suite.parent), "--candidates", str(candidates), "--out", str(out), *FAST]
+    rc, _, err, took, worker, child = _run_and_interrupt(args, mark, env)
+    _check_stopped(rc, err, took, worker, child, 0, ["--out", str(out)])
+    assert took < STOP_GRACE_S, took
+    assert "2 not evaluated" not in err and "3 not evaluated" in err, err
+
+
+def test_stop_does_not_wait_for_cancelled_futures():
+    """In-process: ``_stop`` on a pool with queued work returns once the running work ends, not after the grace."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from kbv.eval import runner
+    from kbv.sandbox import launch
+
+    pool = ThreadPoolExecutor(max_workers=1)
+    futures = [pool.submit(time.sleep, 0.2) for _ in range(4)]
+    start = time.monotonic()
+    try:
+        assert runner._stop(pool, futures) == 0
+    finally:
+        launch.allow_workers()
+    assert time.monotonic() - start < runner.STOP_GRACE_S / 2
+    assert sum(f.cancelled() for f in futures) == 3
+
+
+def test_the_start_up_handler_is_gone_once_kbv_is_imported():
+    """The quiet SIGINT handler covers only the import of kbv.cli: a run (and this test process) gets Python's own
+    KeyboardInterrupt afterwards."""
+    import kbv.cli  # noqa: F401
+    from kbv.cli import startup
+
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    previous = startup.guard()
+    try:
+        assert signal.getsignal(signal.SIGINT) is startup._interrupted  # (what it does: the real-SIGINT test above)
+        assert startup.guard() is None  # a handler someone chose is kept
+    finally:
+        startup.release(previous)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_stop_kills_a_worker_launcher_still_starting():
+    """In-process: a thread waiting for a launcher that is still importing torch gets ``LauncherError`` at once
+    when the run stops, instead of holding the stop until the launcher is ready (seconds)."""
+    import threading
+
+    from kbv.sandbox import launch, zygote
+
+    outcome: list[BaseException | None] = []
+
+    def start() -> None:
+        try:
+            zygote.Zygote({"PATH": os.environ.get("PATH", "/usr/bin:/bin")}).close()
+            outcome.append(None)
+        except BaseException as exc:  # noqa: BLE001 - the test reads it
+            outcome.append(exc)
+
+    thread = threading.Thread(target=start, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not zygote._STARTING and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert zygote._STARTING, "the launcher never started"
+    stopped = time.monotonic()
+    try:
+        launch.stop_all()
+        thread.join(timeout=10)
+    finally:
+        launch.allow_workers()
+    assert time.monotonic() - stopped < 1.5
+    assert len(outcome) == 1 and isinstance(outcome[0], zygote.LauncherError), outcome
+    assert not zygote._STARTING

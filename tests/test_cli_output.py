@@ -310,3 +310,105 @@ def test_roofline_hardware_and_the_old_device_flag(runner, monkeypatch):
     assert unknown.exit_code == 2 and "Abacus 9000" in unknown.output and "Traceback" not in unknown.output
     table = runner.invoke(main, ["roofline", "--problem", str(RELU), "--hardware", "cpu"], env={"COLUMNS": "200"})
     assert "placeholder ceilings" in table.stdout
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Every command's tables, not only the report's: as wide as the terminal, no number cut ("19.4…")
+
+TRACE = ROOT / "tests" / "fixtures" / "traces" / "acme_tinyllama_run42.json"
+
+
+def assert_fits(text: str, columns: int) -> None:
+    lines = text.splitlines()
+    assert lines
+    too_wide = [line for line in lines if len(line) > columns]
+    assert not too_wide, too_wide
+    cut = [line for line in lines if "…" in line]  # rich's ellipsis: a cell cropped inside a word or number
+    assert not cut, cut
+    cropped = [line for line in lines if line.startswith(("│", "┃", "┏", "┡", "└"))
+               and line.rstrip()[-1] not in "│┃┓┩┘"]  # a table cut at the terminal's edge loses its right border
+    assert not cropped, cropped
+
+
+@pytest.mark.parametrize("columns", [40, 60])
+def test_protocol_tables_fit_the_terminal_and_cut_nothing(runner, columns):
+    result = runner.invoke(main, ["protocol"], env={"COLUMNS": str(columns)})
+    assert result.exit_code == 0, result.output
+    assert_fits(result.stdout, columns)
+    last_cells = "".join(line.rstrip().rstrip("│").rsplit("│", 1)[-1].strip() for line in result.stdout.splitlines()
+                         if line.startswith("│"))
+    assert "kbv.protocol.MEMORY_SLACK_BYTES" in last_cells  # a word longer than the room folds, nothing cropped
+
+
+def test_trace_summary_lint_and_agent_tables_fit_the_terminal_and_cut_nothing(runner, tmp_path):
+    from rich.console import Console
+
+    from kbv.cli.lint import print_table as lint_table
+    from kbv.cli.trace import print_summary
+    from kbv.lint import Finding, LintResult
+    from test_report_agent import make_agent_run
+
+    buffer = io.StringIO()
+    trace = json.loads(TRACE.read_text())
+    print_summary(trace, Console(file=buffer, width=60, highlight=False))
+    text = buffer.getvalue()
+    assert_fits(text, 60)
+    top = max(trace["phases"]["prefill"]["ops"], key=lambda op: op["time_us"])
+    assert f"{top['time_us'] / 1e3:.3f}" in text.split()  # the hottest op's milliseconds, whole
+    buffer = io.StringIO()
+    lint_table([LintResult("level1/18_Matmul_Transposed_A", "/x.py",
+                           findings=[Finding("ignores_inputs", "D1", "", "input 1")]),
+                LintResult("level1/5_ReLU", "/y.py")], Console(file=buffer, width=60, highlight=False))
+    assert_fits(buffer.getvalue(), 60)
+    assert "flagged" in buffer.getvalue() and "KernelBench-only" in buffer.getvalue()
+    result = runner.invoke(main, ["agent", "report", str(make_agent_run(tmp_path / "run"))], env={"COLUMNS": "60"})
+    assert result.exit_code == 0, result.output
+    assert_fits(result.stdout, 60)
+    assert "2.25" in result.stdout.split()  # the best speedup, whole
+
+
+def test_suite_build_and_score_tables_fit_the_terminal_and_cut_nothing(runner, tmp_path):
+    suite = tmp_path / "s"
+    built = runner.invoke(main, ["suite", "build", str(TRACE), "--out", str(suite), "--coverage", "0.95"],
+                          env={"COLUMNS": "60"})
+    assert built.exit_code == 0, built.output
+    assert_fits(built.stdout, 60)
+    weights = json.loads((suite / "evaluator" / "weights.json").read_text())
+    problems = sorted({key for phase in weights["phases"].values() for key in phase})
+    run = write(tmp_path / "run.jsonl", *(rec(key, sha=str(i % 10), roofline={"attainment": {"candidate": 0.5}})
+                                         for i, key in enumerate(problems)))
+    scored = runner.invoke(main, ["suite", "score", str(run), "--suite", str(suite)], env={"COLUMNS": "60"})
+    assert scored.exit_code == 0, scored.output
+    assert_fits(scored.stdout, 60)
+    assert "S_agg" in scored.stdout
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    nothing = runner.invoke(main, ["suite", "score", str(empty), "--suite", str(suite)])
+    assert nothing.exit_code == 2 and "Error: no kbv records in" in nothing.output  # not an S_agg of 0
+
+
+def test_incorrect_kernels_speedups_are_marked_in_the_per_candidate_table_and_the_html():
+    records = [rec(), rec("level1/6_Y", "incorrect", sha="2", speedup=(9.0, 8.5, 9.5))]
+    header, rows = record_rows(records)
+    cells = {row[0]: row[header.index(next(h for h in header if h.startswith("speedup verified")))] for row in rows}
+    assert cells["level1/5_ReLU"] == "1.50x [1.40, 1.60]"
+    assert cells["level1/6_Y"].startswith("(9.00x") and "not counted" in cells["level1/6_Y"]
+    html = render_html(compare_runs({"r": records}))
+    assert "(9.00x [8.50, 9.50]; incorrect, not counted)" in html
+
+
+@pytest.mark.parametrize("columns", [50, 60])
+def test_report_with_long_names_folds_them_instead_of_cropping_the_table(runner, tmp_path, columns):
+    """A problem and a candidate name that together exceed the width: the names fold, the table keeps its border
+    and every number stays whole."""
+    path = write(tmp_path / "r.jsonl",
+                 rec("level2/3_Matmul_Scale_Residual", candidate="/x/level_2_problem_3_sample_0_kernel.py",
+                     speedup=(12.345, 11.111, 13.579)),
+                 rec("level1/13_Sum_Reduction", "incorrect", candidate="/x/level_1_problem_13_sample_1_kernel.py",
+                     sha="2"))
+    result = runner.invoke(main, ["report", str(path)], env={"COLUMNS": str(columns)})
+    assert result.exit_code == 0, result.output
+    assert_fits(result.stdout, columns)
+    flat = " ".join(re.sub(r"[│┃|]", " ", line) for line in result.stdout.splitlines())
+    for number in ("12.35x", "[11.11,", "13.58]"):
+        assert number in flat.split(), number

@@ -34,6 +34,7 @@ and notes.
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 import tempfile
@@ -91,6 +92,19 @@ class LintOptions:
     timeout: float = DEFAULT_TIMEOUT
     jobs: int = 1
     strict: bool = False  # notes (checks holding only on D2-D6) count as findings
+
+    def validate(self) -> None:
+        """Raise ``ValueError`` naming the first option that cannot work (as ``kbv lint``'s flag)."""
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"--precision must be one of {', '.join(PRECISIONS)} (got {self.precision!r})")
+        if not (isinstance(self.timeout, (int, float)) and self.timeout > 0 and math.isfinite(self.timeout)):
+            raise ValueError(f"--timeout must be a positive, finite number of seconds (got {self.timeout!r})")
+        if not isinstance(self.seeds, int) or self.seeds < 2:
+            raise ValueError(f"--seeds must be at least 2 (got {self.seeds!r})")
+        if not isinstance(self.jobs, int) or self.jobs < 1:
+            raise ValueError(f"--jobs must be at least 1 (got {self.jobs!r})")
+        if not isinstance(self.profile, str) or not self.profile.strip():
+            raise ValueError(f"--profile must be auto, default or a profile name (got {self.profile!r})")
 
     def resolved_profile(self, device: str, problem: Problem) -> str | None:
         """As ``kbv eval`` (``kbv.problems.resolve_profile``)."""
@@ -191,8 +205,7 @@ def lint(targets: Iterable[str | Path], options: LintOptions,
     """Screen every problem named by ``targets``; results in the order of the files."""
     from kbv import envinfo
 
-    if options.precision not in PRECISIONS:
-        raise ValueError(f"precision must be one of {PRECISIONS}")
+    options.validate()
     device = envinfo.resolve_device(options.device)
     files = collect(targets)
 

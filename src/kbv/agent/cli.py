@@ -18,11 +18,28 @@ class Fail(click.ClickException):
 
 def _eval_options(device: str, precision: str, timeout: float, build_timeout: float, trials: int, profile: str,
                   timing_pairs: int | None, require_custom: bool, protocol_: str, protect: list[str]):
+    """The evaluation options, checked before anything runs (as ``kbv eval``'s): a bad value, or ``--device cuda``
+    without a GPU, is one line ``Error: ...`` (exit 2), never an evaluation's ``runtime_error``."""
+    from kbv.cli.checks import resolved_device
     from kbv.eval import EvalOptions
+    from kbv.eval.options import OptionsError
 
-    return EvalOptions(device=device, protocol=protocol_, precision=precision, timeout=timeout,
-                       build_timeout=build_timeout, trials=trials, profile=profile, timing_pairs=timing_pairs,
-                       require_custom_kernels=require_custom, protect=protect)
+    options = EvalOptions(device=device, protocol=protocol_, precision=precision, timeout=timeout,
+                          build_timeout=build_timeout, trials=trials, profile=profile, timing_pairs=timing_pairs,
+                          require_custom_kernels=require_custom, protect=protect)
+    try:
+        options.validate()
+    except OptionsError as exc:
+        raise Fail(str(exc)) from None
+    resolved_device(device)
+    return options
+
+
+def _check_profile(profile: str, problems: list) -> None:
+    """A named ``--profile`` must be one the problems define (``kbv eval``'s rule)."""
+    from kbv.cli.checks import check_profile
+
+    check_profile(profile, problems)
 
 
 def _eval_flags(f):
@@ -66,9 +83,12 @@ def _problems(problem: Path | None, problems: str | None, only: tuple[str, ...])
             return [load_with_heldout(problem)]
         if problems is None:
             raise Fail("give --problem or --problems")
-        chosen = discover(resolve_suite(problems))
+        skipped: list[tuple[Path, str]] = []
+        chosen = discover(resolve_suite(problems), skipped)
     except (FileNotFoundError, ProblemFormatError) as exc:
         raise Fail(str(exc)) from None
+    for path, why in skipped:  # a malformed problem of the suite: skipped with its reason, the rest run
+        click.echo(f"Warning: skipped problem {path}: {why}", err=True)
     wanted = {w.strip() for o in only for w in o.split(",") if w.strip()}
     if wanted:
         chosen = [p for p in chosen if p.key in wanted or p.path.stem in wanted or p.name in wanted]
@@ -122,6 +142,7 @@ def agent_run(problem, problems, only, base_url, model, api, api_key_env, backen
     from kbv.study.client import Endpoint
 
     chosen = _problems(problem, problems, only)
+    _check_profile(profile, chosen)
     if start is not None and len(chosen) > 1:
         raise Fail("--start is one problem's kernel: give one problem (--problem, or --only)")
     try:
@@ -181,7 +202,7 @@ def agent_report(runs, as_json) -> None:
     """Per problem of each agent run: iterations, tokens, decisions, dropouts, best speedup and attainment, DSL
     adoption, the final score; with --json also the per-iteration series."""
     from kbv.cli.console import make_console
-    from rich.table import Table
+    from kbv.report.text import print_table
 
     from kbv.agent.audit import run_summaries
 
@@ -191,21 +212,22 @@ def agent_report(runs, as_json) -> None:
     if as_json:
         click.echo(json.dumps([{"run": r, **s} for r, s in rows], indent=1, default=str))
         return
-    table = Table("run", "problem", "iters", "tokens", "accepted", "dropouts", "best speedup", "best attainment",
-                  "DSL adoption", "final", "stop")
+    header = ["run", "problem", "iters", "tokens", "accepted", "dropouts", "best speedup", "best attainment",
+              "DSL adoption", "final", "stop"]
+    table = []
 
     def fmt(x, spec=".3g"):
         return "-" if x is None else format(x, spec)
 
     for run, s in rows:
         best, final = s.get("best") or {}, s.get("final") or {}
-        table.add_row(Path(run).name, str(s.get("problem")), str(s.get("iterations")),
+        table.append([Path(run).name, str(s.get("problem")), str(s.get("iterations")),
                       str((s.get("tokens") or {}).get("total_tokens")), ",".join(map(str, s["accepted_iterations"])),
                       ",".join(map(str, s["dropouts"])), fmt(best.get("speedup")), fmt(best.get("attainment")),
                       fmt(s.get("dsl_adoption"), ".2f"),
                       f"{final.get('verdict')}{' (fallback)' if final.get('fallback') else ''}" if final else "-",
-                      str(s.get("stop") or "running"))
-    make_console().print(table)
+                      str(s.get("stop") or "running")])
+    print_table(make_console(), "Agent runs", header, table, right=header[2:4] + header[6:9])
 
 
 @click.group("task")
@@ -255,10 +277,13 @@ def task_check(folder, candidate, as_json, device, precision, timeout, build_tim
     from kbv.agent.task import TaskError, check_task, read_task
     from kbv.problems import ProblemFormatError
 
+    from kbv.agent.task import task_problem
+
     try:
         task_ = read_task(folder)
         options = _eval_options(device, precision, timeout, build_timeout, trials, profile, timing_pairs,
                                 bool(task_.get("require_custom_kernels")), "both", [])
+        _check_profile(profile, [task_problem(folder)])
         record = check_task(folder, candidate, options)
     except (TaskError, ProblemFormatError, FileNotFoundError) as exc:
         raise Fail(str(exc)) from None
@@ -283,8 +308,15 @@ def task_score(folders, suite, out, as_json, protocol_, device, precision, timeo
     """Score the final candidate.py of each task folder with the full protocol, held-out shapes included."""
     from kbv.agent.task import TaskError, score_tasks
 
+    from kbv.agent.task import task_problem
+    from kbv.problems import ProblemFormatError
+
     options = _eval_options(device, precision, timeout, build_timeout, trials, profile, timing_pairs, False,
                             protocol_, [])
+    try:
+        _check_profile(profile, [task_problem(folder) for folder in folders])
+    except (TaskError, ProblemFormatError, FileNotFoundError) as exc:
+        raise Fail(str(exc)) from None
     try:
         result = score_tasks(list(folders), suite, options, out)
     except (TaskError, FileNotFoundError) as exc:

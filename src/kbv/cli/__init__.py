@@ -6,6 +6,10 @@ error (one line ``Error: ...``); 130 interrupted (Ctrl-C).
 
 from __future__ import annotations
 
+from kbv.cli import startup
+
+_STARTING = startup.guard()  # Ctrl-C during the imports below: exit 130 quietly (released at the end)
+
 import json
 import os
 import shlex
@@ -18,7 +22,6 @@ from typing import Any
 import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from kbv import envinfo, protocol
 from kbv.problems.candidates import Candidate, Pair, pair_candidates
@@ -31,8 +34,7 @@ from kbv.report.text import csv_report, json_report, markdown_report, pair_block
 from kbv.eval.runner import Interrupted, Progress, run_pairs
 
 EXIT_FAIL_ON = 1  # --fail-on met
-EXIT_USAGE = 2  # a user mistake: one line "Error: ..."
-EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT)
+EXIT_INTERRUPTED = startup.EXIT_INTERRUPTED  # Ctrl-C (128 + SIGINT)
 FAIL_ON = {
     "incorrect": lambda r: r.get("verdict") == "incorrect",
     "rejected": lambda r: r.get("verdict") == "rejected",
@@ -40,13 +42,8 @@ FAIL_ON = {
 }
 
 
-class UserError(click.ClickException):
-    """A user mistake: printed as one line ``Error: ...``, exit code 2."""
-
-    exit_code = EXIT_USAGE
-
-
 from kbv.cli.console import make_console  # noqa: E402
+from kbv.cli.checks import EXIT_USAGE, UserError, check_profile, resolved_device  # noqa: E402, F401  (kbv.cli's names)
 
 
 console = make_console()  # kept for modules that import it; commands make their own (COLUMNS is read then)
@@ -86,6 +83,10 @@ class KbvGroup(click.Group):
             raise _one_line(exc) from None
         except (OptionsError, ProblemFormatError) as exc:
             raise UserError(str(exc)) from None
+        except click.ClickException as exc:  # a command's bare "Error: ..." is a user's mistake too: exit 2, not 1
+            if exc.exit_code == 1:
+                raise UserError(exc.format_message()) from None
+            raise
         except KeyboardInterrupt:
             click.echo("Interrupted.", err=True)
             ctx.exit(EXIT_INTERRUPTED)
@@ -97,9 +98,11 @@ class BarProgress(Progress):
     def __init__(self, console: Console) -> None:
         self.bar = RichProgress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                                 TimeElapsedColumn(), TextColumn("{task.fields[last]}"), console=console)
+        self.started = False
 
     def start(self, builds: int, evaluations: int) -> None:
         self.bar.start()
+        self.started = True
         self.builds = self.bar.add_task("build", total=builds, last="")
         self.evals = self.bar.add_task("evaluate", total=evaluations, last="")
 
@@ -110,7 +113,9 @@ class BarProgress(Progress):
         self.bar.update(self.evals, advance=1, last=f"{record.problem} #{record.sample}: {record.verdict}")
 
     def stop(self) -> None:
-        self.bar.stop()
+        if self.started:  # rich prints a blank line for each stop, started or not
+            self.bar.stop()
+            self.started = False
 
 
 def _options(device: str, protocol_: str, precision: str, timeout: float, build_timeout: float, trials: int,
@@ -133,28 +138,30 @@ def _options(device: str, protocol_: str, precision: str, timeout: float, build_
     return options
 
 
-def resolved_device(device: str) -> str:
-    """``envinfo.resolve_device``, with "no GPU" as a user error."""
+def writable(path: Path, option: str) -> Path:
+    """``path`` can be written (its folder is made where missing): else an ``Error:`` before anything runs, not a
+    traceback once the work is done. A file that was not there is not left behind."""
     try:
-        return envinfo.resolve_device(device)
-    except (RuntimeError, ValueError) as exc:
-        raise UserError(f"--device {device}: torch sees no CUDA device; use --device cpu (or auto)"
-                        if device == "cuda" else f"--device: {exc}") from None
+        path.parent.mkdir(parents=True, exist_ok=True)
+        existed = path.exists()
+        os.close(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644))
+        if not existed:
+            path.unlink()
+    except OSError as exc:
+        raise UserError(f"{option} {path}: cannot write there ({exc.strerror or exc})") from None
+    return path
 
 
-def check_profile(profile: str | None, problems: list[Problem]) -> None:
-    """A named ``--profile`` must be one every problem of the run defines (else auto or default)."""
-    if profile in (None, "auto", "default") or not problems:
-        return
-    lacking = [p.key for p in problems if profile not in p.profiles]
-    if not lacking:
-        return
-    known = sorted({name for p in problems for name in p.profiles})
-    if len(lacking) == len(problems):
-        raise UserError(f"--profile {profile!r}: no problem defines it (use auto, default"
-                        + "".join(f", {k}" for k in known) + ")")
-    more = f" and {len(lacking) - 5} more" if len(lacking) > 5 else ""
-    raise UserError(f"--profile {profile!r}: not defined by {', '.join(lacking[:5])}{more}; use auto or default")
+def writable_dir(path: Path, option: str) -> Path:
+    """A folder files can be written into (made where missing), else an ``Error:`` before anything runs."""
+    import tempfile
+
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=path).close()
+    except OSError as exc:
+        raise UserError(f"{option} {path}: cannot write there ({exc.strerror or exc})") from None
+    return path
 
 
 def suite_dir(name: str | Path | None, option: str) -> Path:
@@ -296,6 +303,7 @@ def eval_cmd(ctx, problem, candidate, problems, candidates, out, resume, append,
         raise click.UsageError("give --problem and --candidate, or --problems and --candidates")
     resolved_device(options.device)
     check_profile(options.profile, [p.problem for p in pairs])
+    writable(out, "--out")
     existing = "overwrite" if overwrite else "append" if append else "error"
     _run(ctx, pairs, options, out, resume, flags["build_workers"], existing, err)
     keys = {p.key for p in pairs}
@@ -354,6 +362,7 @@ def demo(ctx, out, **flags) -> None:
     if out.exists() and not _written_by_demo(out, examples):
         raise UserError(f"{out} exists and was not written by kbv demo: give another --out (kbv demo replaces only "
                         "its own results)")
+    writable(out, "--out")
     err.print(f"kbv demo: {len(pairs)} example candidates on the built-in suite, device {resolved}")
     _run(ctx, pairs, options, out, False, flags["build_workers"], "overwrite", err, resumable=False)
     print_report(compare_runs({"demo": list(read_records(out))}), make_console())
@@ -391,6 +400,10 @@ def report(results, fmt, html_out, plots_dir, suite, per_candidate, generation_f
     from kbv.report.metrics import universe_of
     from kbv.verify_cmd import verified_records  # warns on stderr: records failing verification, unauthenticated ones
 
+    if html_out:
+        writable(html_out, "--html")
+    if plots_dir:
+        writable_dir(plots_dir, "--plots")
     labels = _run_labels(list(results))
     files: dict[str, Path] = {}  # label -> results file (an agent run's final.jsonl)
     agent: dict[str, list[dict[str, Any]]] = {}  # label -> per-problem summaries of an agent run
@@ -427,7 +440,8 @@ def report(results, fmt, html_out, plots_dir, suite, per_candidate, generation_f
         raise UserError(str(exc)) from None
     renamed = dict(zip(before, runs))  # attach_generations keeps the order
     agent = {renamed.get(label, label): summaries for label, summaries in agent.items()}
-    universe = [p.key for p in discover(suite_dir(suite, "--suite"))] if suite else study_universe(runs, generation)
+    universe = ([p.key for p in discover_or_skip(suite_dir(suite, "--suite"), make_console(stderr=True))] if suite
+                else study_universe(runs, generation))
     if agent and not suite:  # a problem an agent attempted without a final kernel is failed, not absent
         universe = sorted(set(universe if universe is not None else universe_of(runs)) | agent_problems(agent))
     comparison = compare_runs(runs, universe)
@@ -448,7 +462,7 @@ def report(results, fmt, html_out, plots_dir, suite, per_candidate, generation_f
         try:
             written = save_plots(comparison, plots_dir)
         except ImportError as exc:
-            raise click.ClickException(f"plots need matplotlib ({exc}): pip install 'kbv[report]'") from None
+            raise UserError(f"plots need matplotlib ({exc}): pip install 'kbv[report]'") from None
         if fmt == "table":
             for path in written:
                 out.print(f"plot: {path}")
@@ -476,11 +490,20 @@ def export_kernelbench(results, level, out, protocol_, pass_at_k_out, on_duplica
     from kbv.report.kernelbench import export_eval_results, export_pass_at_k, write_json
 
     records = [r for path in results for r in read_records(path, warn=_warn)]
+    if not records:
+        raise UserError("no kbv records in " + ", ".join(map(str, results)))
     try:
         data = export_eval_results(records, level, protocol_, on_duplicate)
     except ValueError as exc:
         hint = " (give --on-duplicate last to keep the last record of each)" if "more than once" in str(exc) else ""
         raise UserError(f"{exc}{hint}") from None
+    if not data:  # an empty eval_results.json would read as a run that attempted nothing
+        levels = sorted({r.get("level") for r in records if isinstance(r.get("level"), int)})
+        raise UserError(f"no records of level {level} in " + ", ".join(map(str, results))
+                        + (f" (levels there: {', '.join(map(str, levels))})" if levels else " (no levels recorded)"))
+    writable(out, "--out")
+    if pass_at_k_out:
+        writable(pass_at_k_out, "--pass-at-k")
     write_json(data, out)
     if pass_at_k_out:
         write_json(export_pass_at_k(records, level, protocol_), pass_at_k_out, indent=2)
@@ -499,13 +522,16 @@ def import_kernelbench(eval_results, level, out, problems_dir, source) -> None:
     from kbv.report.kernelbench import import_eval_results, load_eval_results
     from kbv.records import RecordWriter
 
-    problems_list = discover(suite_dir(problems_dir, "--problems")) if problems_dir else None
+    problems_list = (discover_or_skip(suite_dir(problems_dir, "--problems"), make_console(stderr=True))
+                     if problems_dir else None)
     try:
         records = import_eval_results(load_eval_results(eval_results), level, problems_list,
                                       source=source or str(eval_results))
     except ValueError as exc:
         raise UserError(f"{eval_results}: {exc}") from None
-    writer = RecordWriter(out)
+    if not records:
+        raise UserError(f"{eval_results}: no KernelBench entries (nothing to import)")
+    writer = RecordWriter(writable(out, "--out"))
     for data in records:
         writer.append(Record(**{k: v for k, v in data.items()}))
     make_console().print(f"{len(records)} records -> {out}")
@@ -533,35 +559,18 @@ def problems(suite) -> None:
 def protocol_cmd() -> None:
     """Print the protocol: distributions, tolerances, baselines, verdict precedence and flags."""
     console = make_console()
-    t = Table(title="Distributions")
-    t.add_column("name")
-    t.add_column("scale")
-    t.add_column("shift")
-    t.add_column("meaning")
-    for d in protocol.DISTRIBUTIONS:
-        t.add_row(d.name, f"{d.scale:g}", f"{d.shift:g}", d.description)
-    console.print(t)
-    t = Table(title="Tolerances (see kbv/protocol.py for the formulas)")
-    for col in ("precision", "rtol", "atol_scale", "atol_floor", "centred_rtol", "resolution_factor"):
-        t.add_column(col)
-    for name, tol in protocol.TOLERANCES.items():
-        t.add_row(name, *(f"{v:g}" for v in vars(tol).values()))
-    console.print(t)
-    t = Table(title="Baselines")
-    for col in ("name", "float32_matmul_precision", "cuda.matmul.fp32_precision", "cudnn.allow_tf32",
-                "cudnn.conv.fp32_precision", "meaning"):
-        t.add_column(col)
-    for b in protocol.BASELINES.values():
-        t.add_row(b.name, b.float32_matmul_precision, b.matmul_fp32_precision, str(b.cudnn_allow_tf32),
-                  b.cudnn_conv_fp32_precision, b.description)
-    console.print(t)
+    print_table(console, "Distributions", ["name", "scale", "shift", "meaning"],
+                [[d.name, f"{d.scale:g}", f"{d.shift:g}", d.description] for d in protocol.DISTRIBUTIONS], keep=1)
+    print_table(console, "Tolerances (see kbv/protocol.py for the formulas)",
+                ["precision", "rtol", "atol_scale", "atol_floor", "centred_rtol", "resolution_factor"],
+                [[name, *(f"{v:g}" for v in vars(tol).values())] for name, tol in protocol.TOLERANCES.items()], keep=1)
+    print_table(console, "Baselines", ["name", "float32_matmul_precision", "cuda.matmul.fp32_precision",
+                                       "cudnn.allow_tf32", "cudnn.conv.fp32_precision", "meaning"],
+                [[b.name, b.float32_matmul_precision, b.matmul_fp32_precision, str(b.cudnn_allow_tf32),
+                  b.cudnn_conv_fp32_precision, b.description] for b in protocol.BASELINES.values()], keep=1)
     console.print("Verdict precedence: " + " > ".join(protocol.VERDICT_PRECEDENCE))
-    t = Table(title="Flags")
-    t.add_column("flag")
-    t.add_column("meaning")
-    for name, meaning in protocol.FLAGS.items():
-        t.add_row(name, meaning)
-    console.print(t)
+    print_table(console, "Flags", ["flag", "meaning"], [[name, meaning] for name, meaning in protocol.FLAGS.items()],
+                keep=1)
 
 
 DEFAULT_ROOFLINE_HARDWARE = "H200 SXM"
@@ -693,6 +702,8 @@ main.add_command(task)
 from kbv.verify_cmd import verify_cmd  # noqa: E402
 
 main.add_command(verify_cmd)
+
+startup.release(_STARTING)
 
 
 if __name__ == "__main__":

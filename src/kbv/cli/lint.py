@@ -7,12 +7,14 @@ from collections import defaultdict
 
 import click
 from rich.console import Console
-from rich.table import Table
 
 from kbv.cli.console import make_console
+from kbv.cli.checks import UserError, check_profile, resolved_device
 
 from kbv import protocol
-from kbv.lint import DEFAULT_TIMEOUT, Finding, LintOptions, LintResult, lint
+from kbv.lint import DEFAULT_TIMEOUT, Finding, LintOptions, LintResult, collect, lint
+from kbv.problems import ProblemFormatError, load_problem
+from kbv.report.text import print_table as fitted_table
 
 
 def _finding_lines(findings: list[Finding]) -> str:
@@ -27,15 +29,16 @@ def _finding_lines(findings: list[Finding]) -> str:
 
 
 def print_table(results: list[LintResult], console: Console) -> None:
-    table = Table(title="kbv lint: cheat outputs that pass the verified check")
-    for col in ("problem", "status", "findings", "notes (D2-D6 only)", "KernelBench-only"):
-        table.add_column(col, overflow="fold")
+    """The results as a table as wide as the console (split by columns where needed: no word or number cut)."""
+    header = ["problem", "status", "findings", "notes (D2-D6 only)", "KernelBench-only"]
+    rows = []
     for r in results:
-        status = "[green]ok[/]" if r.ok else "[red]error[/]" if r.error is not None else "[yellow]flagged[/]"
+        status = "ok" if r.ok else "error" if r.error is not None else "flagged"
         findings = f"error: {r.error}" if r.error is not None else _finding_lines(r.findings)
         standard = ", ".join(sorted({s["check"] for s in r.standard_only})) or "-"
-        table.add_row(r.problem, status, findings, _finding_lines(r.notes), standard)
-    console.print(table)
+        rows.append([r.problem, status, findings, _finding_lines(r.notes), standard])
+    fitted_table(console, "kbv lint: cheat outputs that pass the verified check", header, rows, style="status",
+                 keep=1)
     flagged = sum(not r.ok for r in results)
     console.print(f"{len(results)} problems, {flagged} flagged. Notes hold only on D2-D6 (untimed: not flagged "
                   f"unless --strict); KernelBench-only: cheats that pass KernelBench's allclose on D1 but not kbv's "
@@ -64,6 +67,19 @@ def lint_cmd(problems, device, precision, profile, seeds, timeout, jobs, strict,
     is flagged or fails, 0 otherwise."""
     options = LintOptions(device=device, precision=precision, profile=profile, seeds=seeds, timeout=timeout,
                           jobs=jobs, strict=strict)
+    try:  # options checked before any problem runs: a bad one is an Error, never an error entry per problem
+        options.validate()
+        files = collect(problems)
+    except (FileNotFoundError, ValueError) as exc:
+        raise UserError(str(exc)) from None
+    resolved_device(device)
+    loaded = []
+    for path in files:
+        try:
+            loaded.append(load_problem(path))
+        except (ProblemFormatError, OSError):
+            pass  # a malformed problem gets its own error entry from lint
+    check_profile(profile, loaded)
     err = Console(stderr=True)
     try:
         if as_json:
@@ -72,7 +88,7 @@ def lint_cmd(problems, device, precision, profile, seeds, timeout, jobs, strict,
             with err.status("kbv lint") as status:
                 results = lint(problems, options, on_result=lambda r: status.update(f"kbv lint: {r.problem} done"))
     except (FileNotFoundError, ValueError, RuntimeError) as exc:
-        raise click.ClickException(str(exc)) from None
+        raise UserError(str(exc)) from None
     if as_json:
         click.echo(json.dumps([r.to_json() for r in results], indent=2))
     else:

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import click
 from kbv.cli.console import make_console
-from rich.table import Table
+from kbv.cli.checks import UserError
+from kbv.report.text import print_table
 
 # as wide as the terminal, or COLUMNS; piped without COLUMNS, wide enough for its tables
 
@@ -42,36 +43,31 @@ def build_cmd(traces, out, coverage, max_shapes, held_out, force) -> None:
     try:
         result = build_suite(traces, out, coverage, max_shapes, held_out, force)
     except (TraceError, FileExistsError, ValueError) as exc:
-        raise click.ClickException(str(exc)) from None
-    table = Table(title=f"Coverage (target {coverage:.0%}; weights sum to 1 per phase and level)")
-    for col in ("phase", "level", "problems", "recorded us", "selected", "unreproducible", "dropped", "of phase"):
-        table.add_column(col, justify="left" if col in ("phase", "level") else "right")
+        raise UserError(str(exc)) from None
+    header = ["phase", "level", "problems", "recorded us", "selected", "unreproducible", "dropped", "of phase"]
+    rows = []
     for phase, levels in result.levels.items():
         for level, f in levels.items():
             rec = f["recorded_us"] or 1.0
-            table.add_row(phase, f"{level} ({f['view']})", str(f["problems"]), f"{f['recorded_us']:.1f}",
-                          _pct(f["raw_sum"]), _pct(f["unreproducible_us"] / rec), _pct(f["dropped_us"] / rec),
-                          _pct(f["share_of_phase"]))
-    make_console().print(table)
-    problems = Table(title=f"{len(result.problems)} problems in {out}")
-    for col in ("problem", "shapes", "held out", *result.weights["phases"]):
-        problems.add_column(col, justify="left" if col == "problem" else "right")
-    for p in result.problems:
-        problems.add_row(p.key, str(len(p.shapes)), str(len(p.held_out)),
-                         *(_num((result.weights["phases"][ph].get(p.key) or {}).get("weight"))
-                           for ph in result.weights["phases"]))
-    make_console().print(problems)
+            rows.append([phase, f"{level} ({f['view']})", str(f["problems"]), f"{f['recorded_us']:.1f}",
+                         _pct(f["raw_sum"]), _pct(f["unreproducible_us"] / rec), _pct(f["dropped_us"] / rec),
+                         _pct(f["share_of_phase"])])
+    print_table(make_console(), f"Coverage (target {coverage:.0%}; weights sum to 1 per phase and level)", header,
+                rows, right=header[2:])
+    header = ["problem", "shapes", "held out", *result.weights["phases"]]
+    rows = [[p.key, str(len(p.shapes)), str(len(p.held_out)),
+             *(_num((result.weights["phases"][ph].get(p.key) or {}).get("weight")) for ph in result.weights["phases"])]
+            for p in result.problems]
+    print_table(make_console(), f"{len(result.problems)} problems in {out}", header, rows, keep=1, right=header[1:])
     cpu_only = [k for k, v in result.provenance["problems"].items() if v.get("cpu_only")]
     if cpu_only:
         make_console().print("[yellow]CPU-only operators (the trace ran on the CPU; these cannot run on a GPU):[/yellow] "
                       + ", ".join(cpu_only))
     if result.skipped:
-        skipped = Table(title=f"Skipped entries ({len(result.skipped)}; all in evaluator/provenance.json)")
-        for col in ("phase", "entry", "time us", "reason"):
-            skipped.add_column(col, justify="right" if col == "time us" else "left")
-        for k in sorted(result.skipped, key=lambda k: -k.entry.time_us)[:15]:
-            skipped.add_row(k.entry.phase, k.entry.label, f"{k.entry.time_us:.1f}", k.reason)
-        make_console().print(skipped)
+        rows = [[k.entry.phase, k.entry.label, f"{k.entry.time_us:.1f}", k.reason]
+                for k in sorted(result.skipped, key=lambda k: -k.entry.time_us)[:15]]
+        print_table(make_console(), f"Skipped entries ({len(result.skipped)}; all in evaluator/provenance.json)",
+                    ["phase", "entry", "time us", "reason"], rows, right=["time us"])
 
 
 @suite.command("score")
@@ -89,23 +85,28 @@ def score_cmd(results, suite_dir, baseline, as_json) -> None:
     try:
         weights = load_weights(suite_dir)
     except WeightsError as exc:
-        raise click.ClickException(str(exc)) from None
-    records = [r for path in results for r in read_records(path)]
+        raise UserError(str(exc)) from None
+    def warn(line: str) -> None:
+        click.echo(f"Warning: {line}", err=True)
+
+    records = [r for path in results for r in read_records(path, warn=warn)]
+    if not records:
+        raise UserError("no kbv records in " + ", ".join(map(str, results)))
     agg = aggregate(records, weights, baseline)
     if as_json:
         click.echo(json.dumps(agg, indent=2))
         return
-    table = Table(title=f"S_agg ({baseline}; failed or missing kernels count 0)")
-    for col in ("phase", "S_agg", "level S_agg", "covered", "correct", "memory-bound share", "compute-bound share"):
-        table.add_column(col, justify="left" if col == "phase" else "right")
+    header = ["phase", "S_agg", "level S_agg", "covered", "correct", "memory-bound share", "compute-bound share"]
+    rows = []
     for phase in weights["phases"]:
         f = agg[phase]
         levels = ", ".join(f"{k} {_num(v['s_agg'])}" for k, v in f["levels"].items())
-        table.add_row(phase, _num(f["s_agg"]), levels, _pct(f["covered_weight"]), _pct(f["correct_weight"]),
-                      _pct((f["regimes"].get("memory") or {}).get("weight_share")),
-                      _pct((f["regimes"].get("compute") or {}).get("weight_share")))
-    table.add_row("overall", _num(agg["overall"]["s_agg"]), f"phases by {agg['overall']['basis']}", "", "", "", "")
-    make_console().print(table)
+        rows.append([phase, _num(f["s_agg"]), levels, _pct(f["covered_weight"]), _pct(f["correct_weight"]),
+                     _pct((f["regimes"].get("memory") or {}).get("weight_share")),
+                     _pct((f["regimes"].get("compute") or {}).get("weight_share"))])
+    rows.append(["overall", _num(agg["overall"]["s_agg"]), f"phases by {agg['overall']['basis']}", "", "", "", ""])
+    print_table(make_console(), f"S_agg ({baseline}; failed or missing kernels count 0)", header, rows, keep=1,
+                right=header[1:])
 
 
 @click.command("import-atrex")
@@ -123,16 +124,15 @@ def import_atrex_cmd(data_dir, out, held_out, validate, force) -> None:
     try:
         result = import_atrex(data_dir, out, held_out, validate, force)
     except (AtrexError, FileExistsError) as exc:
-        raise click.ClickException(str(exc)) from None
-    table = Table(title=f"{len(result.operators)} Atrex operators -> {out} "
-                        f"(importance sum {result.weights['importance_sum']:.4f}, normalised per phase)")
-    for col in ("problem", "operator", "phase", "shapes", "held out", "validated", "notes"):
-        table.add_column(col)
+        raise UserError(str(exc)) from None
+    rows = []
     for op in result.operators:
         statuses = list(op.validated.values())
         ok = sum(1 for s in statuses if s in ("meta", "cpu"))
-        table.add_row(op.key, op.name, str(op.phase), str(len(op.visible)), str(len(op.held_out)),
-                      f"{ok}/{len(statuses)}" if statuses else "not run", "; ".join(op.warnings) or "-")
-    make_console().print(table)
+        rows.append([op.key, op.name, str(op.phase), str(len(op.visible)), str(len(op.held_out)),
+                     f"{ok}/{len(statuses)}" if statuses else "not run", "; ".join(op.warnings) or "-"])
+    print_table(make_console(), f"{len(result.operators)} Atrex operators -> {out} "
+                                f"(importance sum {result.weights['importance_sum']:.4f}, normalised per phase)",
+                ["problem", "operator", "phase", "shapes", "held out", "validated", "notes"], rows, keep=1)
     for name, why in result.errors.items():
         make_console().print(f"[yellow]not imported[/yellow] {name}: {why}")

@@ -10,10 +10,10 @@ import click
 from rich.console import Console
 
 from kbv.cli.console import make_console
+from kbv.cli.checks import UserError, resolved_device
 from rich.markup import escape
-from rich.table import Table
 
-from kbv import envinfo
+from kbv.report.text import print_table
 
 # as wide as the terminal, or COLUMNS; piped without COLUMNS, wide enough for its tables
 TOP = 10  # rows per table in the summary
@@ -25,27 +25,22 @@ def _shapes(specs: list[dict[str, Any]]) -> str:
 
 
 def print_summary(trace: dict[str, Any], out: Console, top: int = TOP) -> None:
-    """The top ops and modules of each phase by attributed time."""
+    """The top ops and modules of each phase by attributed time (tables as wide as ``out``: none cuts a number)."""
     unit = "device" if trace["time_source"] == "device" else "CPU (estimate)"
+    numbers = ("calls", "ms", "share")
     for phase, data in trace["phases"].items():
         total, label = data["total_us"] or 1.0, escape(f"{trace['recipe']} [{phase}]")
-        t = Table(title=f"{label} ops: {data['total_us'] / 1e3:.2f} ms {unit} over "
-                        f"{data['steps']} step(s), {len(data['ops'])} signatures")
-        for col in ("op", "inputs", "calls", "ms", "share", "args"):
-            t.add_column(col, justify="right" if col in ("calls", "ms", "share") else "left")
-        for op in data["ops"][:top]:
-            t.add_row(f"{op['op']}.{op['overload'] or '?'}", _shapes(op["inputs"]), str(op["calls"]),
-                      f"{op['time_us'] / 1e3:.3f}", f"{op['time_us'] / total:.1%}",
-                      "yes" if op["args"] is not None else "[yellow]none[/]")
-        out.print(t)
-        t = Table(title=f"{label} modules (nested modules each count their time)")
-        for col in ("kind", "params", "inputs", "extra", "calls", "ms", "share"):
-            t.add_column(col, justify="right" if col in ("calls", "ms", "share") else "left")
-        for m in data["modules"][:top]:
-            t.add_row(m["kind"], ", ".join(f"{k}={v}" for k, v in m["params"].items()), _shapes(m["inputs"]),
-                      ", ".join(f"{k}={v}" for k, v in m["extra_args"].items()) or "-", str(m["calls"]),
-                      f"{m['time_us'] / 1e3:.3f}", f"{m['time_us'] / total:.1%}")
-        out.print(t)
+        rows = [[escape(f"{op['op']}.{op['overload'] or '?'}"), _shapes(op["inputs"]), str(op["calls"]),
+                 f"{op['time_us'] / 1e3:.3f}", f"{op['time_us'] / total:.1%}",
+                 "yes" if op["args"] is not None else "none"] for op in data["ops"][:top]]
+        print_table(out, f"{label} ops: {data['total_us'] / 1e3:.2f} ms {unit} over {data['steps']} step(s), "
+                         f"{len(data['ops'])} signatures", ["op", "inputs", *numbers, "args"], rows, keep=1,
+                    right=numbers)
+        rows = [[m["kind"], escape(", ".join(f"{k}={v}" for k, v in m["params"].items())), _shapes(m["inputs"]),
+                 escape(", ".join(f"{k}={v}" for k, v in m["extra_args"].items()) or "-"), str(m["calls"]),
+                 f"{m['time_us'] / 1e3:.3f}", f"{m['time_us'] / total:.1%}"] for m in data["modules"][:top]]
+        print_table(out, f"{label} modules (nested modules each count their time)",
+                    ["kind", "params", "inputs", "extra", *numbers], rows, keep=1, right=numbers)
 
 
 @click.command("trace")
@@ -76,15 +71,12 @@ def trace_cmd(target, out, device, size, prefill_tokens, steps_decode, batch, li
         return
     if not target or not out:
         raise click.UsageError("give a recipe (or module:function) and --out, or --list")
-    try:
-        resolved = envinfo.resolve_device(device)
-    except RuntimeError as exc:
-        raise click.ClickException(str(exc)) from None
+    resolved = resolved_device(device)
     overrides = {"prefill_tokens": prefill_tokens, "decode_steps": steps_decode, "batch": batch}
     try:
         workload = build_workload(target, resolved, size, **overrides)
     except (ValueError, TypeError, ImportError, AttributeError) as exc:
-        raise click.ClickException(f"{target}: {type(exc).__name__}: {exc}") from None
+        raise UserError(f"{target}: {type(exc).__name__}: {exc}") from None
     make_console().print(f"kbv trace: {target} ({size}) on {resolved}: {len(workload.steps)} steps")
     trace = capture(workload, target, size, resolved)
     out.parent.mkdir(parents=True, exist_ok=True)

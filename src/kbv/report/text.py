@@ -5,8 +5,9 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from dataclasses import asdict
-from typing import Any, Callable
+from typing import Any, Callable, Collection
 
 from rich.console import Console
 from rich.table import Table
@@ -21,7 +22,8 @@ from kbv.protocol import FAST_P_THRESHOLDS
 NO_TF32_EFFECT = "no TF32 effect possible"
 
 _STYLE = {"correct": "green", "incorrect": "red", "rejected": "magenta", "compile_error": "yellow",
-          "runtime_error": "yellow", "timeout": "yellow"}
+          "runtime_error": "yellow", "timeout": "yellow",
+          "ok": "green", "flagged": "yellow", "error": "red"}  # the last three: kbv lint's statuses
 
 
 def pct(x: Any) -> str:
@@ -283,46 +285,68 @@ def fit_columns(header: list[str], rows: list[list[str]], width: int | None, kee
     return out
 
 
-def _column_widths(header: list[str], rows: list[list[str]], width: int | None) -> list[int | None]:
-    """Content widths that fit ``width`` with no word or number cut (rich's own shrinking may crop a table): each
-    column at least its longest word, the room left shared in proportion to what each would take unwrapped."""
-    if not width:
-        return [None] * len(header)
+# a figure as kbv prints one ("1.50x", "[1.40,", "12.3%", "1e-06", "0.98x]", "2.0 KiB" is two words): never folded
+_NUMBER = re.compile(r"[(\[~]*[-+]?(\d[\d.,]*(e[-+]?\d+)?|inf|nan)(x|%|ms|s)?[)\],;:]*", re.IGNORECASE)
+_FOLD_FLOOR = 8  # a word longer than the room left folds, down to this width (a number never does)
+
+
+def _number_width(text: str) -> int:
+    return max((len(w) for w in str(text).split() if _NUMBER.fullmatch(w)), default=0)
+
+
+def _column_widths(header: list[str], rows: list[list[str]], width: int | None
+                   ) -> tuple[list[int | None], list[int]]:
+    """(widths, least widths) that fit ``width`` with no number cut (rich's own shrinking may crop a table): each
+    column at least its longest word, the room left shared in proportion to what each would take unwrapped. Where
+    even the longest words do not fit (one long name or path), the longest words fold (a line break inside the
+    word, nothing lost) rather than the table being cropped at the edge; numbers never fold."""
     least = [max([_token_width(h), *(_token_width(r[i]) for r in rows)]) for i, h in enumerate(header)]
+    if not width:
+        return [None] * len(header), least
     most = [max([len(h), *(len(str(r[i])) for r in rows)]) for i, h in enumerate(header)]
     room = width - (len(header) + 1) - 2 * len(header)  # borders and padding
-    if sum(most) <= room or sum(least) > room:
-        return [None] * len(header)
+    if sum(least) > room:
+        floor = [max(min(n, _FOLD_FLOOR), _number_width(h), *(_number_width(r[i]) for r in rows))
+                 for i, (h, n) in enumerate(zip(header, least))]
+        while sum(least) > room:
+            j = max(range(len(least)), key=lambda i: least[i] - floor[i])
+            if least[j] <= floor[j]:
+                break  # nothing left to fold: the table is wider than the terminal (printed whole, not cropped)
+            least[j] -= 1
+        return [min(n, m) for n, m in zip(least, most)], least
+    if sum(most) <= room:
+        return [None] * len(header), least
     spare = room - sum(least)
     want = [m - n for m, n in zip(most, least)]
     total = sum(want) or 1
     widths = [n + (spare * w) // total for n, w in zip(least, want)]
-    return [min(w, m) for w, m in zip(widths, most)]
+    return [min(w, m) for w, m in zip(widths, most)], least
 
 
 def _rich_table(title: str, header: list[str], rows: list[list[str]], style_col: int | None = None,
-                width: int | None = None) -> Table:
+                width: int | None = None, right: Collection[str] = ()) -> Table:
     table = Table(title=title)
-    widths = _column_widths(header, rows, width)
+    widths, least = _column_widths(header, rows, width)
     for i, col in enumerate(header):
-        table.add_column(col, overflow="fold", width=widths[i],
-                         min_width=max([_token_width(col), *(_token_width(r[i]) for r in rows)]))
+        table.add_column(col, overflow="fold", width=widths[i], justify="right" if col in right else "left",
+                         min_width=least[i])
     for row in rows:
         cells = list(row)
-        if style_col is not None:
-            cells[style_col] = f"[{_STYLE.get(cells[style_col], '')}]{cells[style_col]}[/]"
+        if style_col is not None and cells[style_col] in _STYLE:
+            cells[style_col] = f"[{_STYLE[cells[style_col]]}]{cells[style_col]}[/]"
         table.add_row(*cells)
     return table
 
 
 def print_table(console: Console, title: str, header: list[str], rows: list[list[str]], style: str | None = None,
-                keep: int = 2) -> None:
-    """A table on the console, split by columns to the console's width (``COLUMNS``) so nothing is cut."""
+                keep: int = 2, right: Collection[str] = ()) -> None:
+    """A table on the console, split by columns to the console's width (``COLUMNS``) so nothing is cut; ``style``
+    names a column whose verdicts are coloured, ``right`` the columns aligned right (numbers)."""
     chunks = fit_columns(header, rows, console.width, keep)
     for n, (h, r) in enumerate(chunks):
         style_col = h.index(style) if style in h else None
         console.print(_rich_table(title if n == 0 else f"{title} (continued)", h, r, style_col=style_col,
-                                  width=console.width))
+                                  width=console.width, right=right), crop=False)
 
 
 def print_report(comparison: RunComparison, console: Console | None = None, per_candidate: bool | None = None) -> None:

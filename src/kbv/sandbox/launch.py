@@ -35,11 +35,14 @@ _STOPPED = threading.Event()
 
 def stop_all() -> int:
     """Ctrl-C: refuse new workers and kill the process group of every live one; returns how many were live."""
+    from kbv.sandbox import zygote
+
     with _LIVE_LOCK:
         _STOPPED.set()
         live = list(_LIVE)
     for worker in live:
         worker.kill()
+    zygote.kill_starting()  # a launcher still importing torch: its waiter would hold the stop for seconds
     return len(live)
 
 

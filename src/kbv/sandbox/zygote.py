@@ -39,9 +39,10 @@ class _Starter:
     def _run(self) -> None:
         while True:
             future, argv, env, fd = self._jobs.get()
-            try:
+            try:  # its own session: a Ctrl-C at the terminal never reaches it (the parent stops what it must)
                 future.set_result(subprocess.Popen(argv, env=env, pass_fds=(fd,), stdin=subprocess.DEVNULL,
-                                                   stdout=subprocess.DEVNULL, close_fds=True))
+                                                   stdout=subprocess.DEVNULL, close_fds=True,
+                                                   start_new_session=True))
             except BaseException as exc:  # noqa: BLE001 - handed to the caller
                 future.set_exception(exc)
 
@@ -54,6 +55,19 @@ class _Starter:
 _STARTER: _Starter | None = None
 _LOCK = threading.Lock()
 _ZYGOTES: dict[tuple[Any, ...], "Zygote"] = {}
+_STARTING: set[subprocess.Popen] = set()  # zygotes not ready yet (each importing torch: seconds)
+
+
+def kill_starting() -> None:
+    """Ctrl-C: kill the zygotes still starting, so no thread waits seconds for one to be ready (their starters get
+    ``LauncherError``); those already serving stay for the next run."""
+    with _LOCK:
+        starting = list(_STARTING)
+    for process in starting:
+        try:
+            process.kill()
+        except OSError:
+            pass
 
 
 class Zygote:
@@ -74,6 +88,8 @@ class Zygote:
                                          child_end.fileno())
         finally:
             child_end.close()
+        with _LOCK:
+            _STARTING.add(self.process)
         self._control = parent_end
         self._send_lock = threading.Lock()
         self._cond = threading.Condition()
@@ -87,6 +103,9 @@ class Zygote:
             ready = json.loads(parent_end.recv(4096) or b"{}")
         except (OSError, ValueError):
             ready = {}
+        finally:
+            with _LOCK:
+                _STARTING.discard(self.process)
         if "ready" not in ready:
             self.process.kill()
             self.process.wait()

@@ -122,6 +122,10 @@ def serve(control: socket.socket) -> None:
 
 
 def main() -> None:
+    # The launcher runs in a session of its own (kbv.sandbox.zygote), so the terminal's Ctrl-C does not reach it; a
+    # SIGINT that does (sent to its group) during the imports below (seconds: torch) ends it at once, without their
+    # traceback (the parent sees a launcher that did not start); once serving, the parent kills what it must
+    signal.signal(signal.SIGINT, lambda signum, frame: os._exit(128 + signum))
     args = json.loads(sys.argv[1])
     _die_with_parent(int(args["parent"]))
     sys.path[:] = [p for p in args.get("sys_path", sys.path) if p]
