@@ -316,6 +316,11 @@ def test_verify_command_exit_codes(tmp_path, key_file, monkeypatch):
     assert not (tmp_path / "nowhere").exists()  # verify never creates a key
     assert runner.invoke(verify_cmd, [str(tmp_path / "absent.jsonl")]).exit_code == 2
     assert runner.invoke(verify_cmd, [str(out), "--key-file", str(key_file)]).exit_code == 1
+    monkeypatch.delenv(attest.KEY_ENV)
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    nothing = runner.invoke(verify_cmd, [str(empty), "--key-file", str(key_file)])
+    assert nothing.exit_code == 2 and "holds no records" in nothing.output  # never "0 records", exit 0
 
 
 def test_report_reader_warns_on_each_failing_record_and_marks_imported(tmp_path, key_file):

@@ -592,3 +592,16 @@ def test_python_m_kbv_cli_runs_the_command_as_the_gpu_script_calls_it():
                           cwd=ROOT)
     assert done.returncode == 0, done.stderr
     assert "version" in done.stdout
+
+
+def test_import_kernelbench_into_an_existing_out_needs_append_or_overwrite(runner, tmp_path):
+    kb = tmp_path / "eval_results.json"
+    kb.write_text(json.dumps({"5": [{"sample_id": 0, "compiled": True, "correctness": True, "runtime": 1.0}]}))
+    out = tmp_path / "imported.jsonl"
+    args = ["import-kernelbench", str(kb), "--level", "1", "--out", str(out)]
+    assert runner.invoke(main, args).exit_code == 0 and len(out.read_text().splitlines()) == 1
+    line = one_error_line(runner.invoke(main, args))  # never a silent append
+    assert "--append" in line and "--overwrite" in line and len(out.read_text().splitlines()) == 1
+    assert runner.invoke(main, args + ["--append"]).exit_code == 0 and len(out.read_text().splitlines()) == 2
+    assert runner.invoke(main, args + ["--overwrite"]).exit_code == 0 and len(out.read_text().splitlines()) == 1
+    assert "only one of" in one_error_line(runner.invoke(main, args + ["--append", "--overwrite"]))

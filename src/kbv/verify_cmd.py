@@ -64,7 +64,7 @@ def verified_records(path: str | Path, warn: Callable[[str], None] = _echo_err) 
 def verify_cmd(results: tuple[Path, ...], key_file: Path | None, allow_unauthenticated: bool) -> None:
     """Check the MAC chain of results files: report edited, forged, inserted, deleted and reordered records and
     the unauthenticated (imported) ones. Exit 0 when every record verifies, 1 when any does not, 2 on a user
-    error (no key, unreadable key)."""
+    error (no key, unreadable key, a file with no records)."""
     failed = False
     for path in results:
         try:
@@ -83,4 +83,7 @@ def verify_cmd(results: tuple[Path, ...], key_file: Path | None, allow_unauthent
         click.echo(f"{path}: {result.records} records, {result.verified} verified, {bad} failed, "
                    f"{unauth} unauthenticated")
         failed |= bool(bad) or (bool(unauth) and not allow_unauthenticated)
+        if not result.records and not result.findings:
+            click.echo(f"Error: {path} holds no records: nothing was verified", err=True)
+            sys.exit(2)
     sys.exit(1 if failed else 0)

@@ -517,10 +517,17 @@ def export_kernelbench(results, level, out, protocol_, pass_at_k_out, on_duplica
               help="The kbv results file to write (JSONL).")
 @click.option("--problems", "problems_dir", help="The suite the run was evaluated on (maps ids to problem names).")
 @click.option("--source", default=None, help="A name for the imported run (default: the file's path).")
-def import_kernelbench(eval_results, level, out, problems_dir, source) -> None:
+@click.option("--append", is_flag=True, help="Add the imported records to an existing --out.")
+@click.option("--overwrite", is_flag=True, help="Replace an existing --out.")
+def import_kernelbench(eval_results, level, out, problems_dir, source, append, overwrite) -> None:
     """Convert a KernelBench eval_results.json (compiled / correctness / runtime) into kbv records."""
     from kbv.report.kernelbench import import_eval_results, load_eval_results
     from kbv.records import RecordWriter
+
+    if append and overwrite:
+        raise UserError("give only one of --append and --overwrite")
+    if out.exists() and out.stat().st_size and not (append or overwrite):
+        raise UserError(f"{out} already holds records: pass --append to add to it or --overwrite to replace it")
 
     problems_list = (discover_or_skip(suite_dir(problems_dir, "--problems"), make_console(stderr=True))
                      if problems_dir else None)
@@ -531,6 +538,8 @@ def import_kernelbench(eval_results, level, out, problems_dir, source) -> None:
         raise UserError(f"{eval_results}: {exc}") from None
     if not records:
         raise UserError(f"{eval_results}: no KernelBench entries (nothing to import)")
+    if overwrite and out.exists():
+        out.unlink()
     writer = RecordWriter(writable(out, "--out"))
     for data in records:
         writer.append(Record(**{k: v for k, v in data.items()}))

@@ -176,7 +176,7 @@ def probe_spec(layers: dict[str, Any]) -> dict[str, Any]:
 
 def _plan(mode: str, device: str) -> dict[str, Any]:
     if mode == "off":
-        return {"requested": False, "reason": "sandbox turned off (--sandbox off / KBV_SANDBOX=off)"}
+        return {"requested": False, "reason": "sandbox turned off (KBV_SANDBOX=off)"}
     if os.geteuid() != 0:
         return {"requested": False, "reason": "not root: namespaces and a user switch need root"}
     out: dict[str, Any] = {"requested": True, "network": True, "pid": True, "read_only": True,
