@@ -43,6 +43,7 @@ import json
 import math
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -406,8 +407,17 @@ def main() -> int:
                     "them over two calls)")
     ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "gpu-results")))
     ap.add_argument("--build-workers", type=int, default=envinfo.cpu_count())
+    ap.add_argument("--pack", type=Path, default=None,
+                    help="also keep --out packed in this one .tar.gz, rewritten after every stage and on SIGTERM "
+                         "(a device call returns at most 8 files: a run cut off by its time limit keeps what it did)")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.pack:
+        def packed_exit(signum: int, frame: object) -> None:
+            pack(args.out, args.pack)
+            raise SystemExit(128 + signum)
+
+        signal.signal(signal.SIGTERM, packed_exit)
     os.environ.setdefault("KBV_CACHE_DIR", str(Path("/tmp/kbv-cache")))
     LOG.append((args.out / "gpu_check.log").open("a"))
     t0 = time.monotonic()
@@ -452,7 +462,20 @@ def main() -> int:
         else:
             say(f"unknown stage {stage}")
         say(f"=== {stage} took {time.monotonic() - s0:.0f} s (total {time.monotonic() - t0:.0f} s) ===")
+        if args.pack:
+            pack(args.out, args.pack)
     return 0
+
+
+def pack(folder: Path, target: Path) -> None:
+    """``folder`` as one .tar.gz at ``target``, replaced whole (written beside it, then renamed)."""
+    import tarfile
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(target.name + ".partial")
+    with tarfile.open(partial, "w:gz") as tar:
+        tar.add(folder, arcname=folder.name)
+    os.replace(partial, target)
 
 
 if __name__ == "__main__":
