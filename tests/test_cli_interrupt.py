@@ -152,24 +152,30 @@ def test_ctrl_c_during_a_long_build(tmp_path, env):
     assert "UserWarning" not in err and "warnings.warn" not in err
 
 
-@pytest.mark.parametrize("stage, done_first", [("correctness", True), ("performance", False)])
-def test_ctrl_c_during_evaluation_keeps_what_was_recorded(tmp_path, env, stage, done_first):
-    """``done_first``: a correct pair (sample 0) is evaluated before the one that hangs (sample 1)."""
-    mark = tmp_path / "mark"
+def _eval_with_a_hang(tmp_path: Path, mark: Path, stage: str, hang: int, correct: tuple[int, ...]) -> list[str]:
+    """``kbv eval`` arguments over a one-problem suite (level1/5_ReLU): sample ``hang`` hangs in ``stage`` (after
+    writing ``mark``), the samples in ``correct`` are the correct example; results go to tmp_path/results.jsonl."""
     suite = tmp_path / "suite" / "level1"
     suite.mkdir(parents=True)
     shutil.copy(RELU, suite / RELU.name)
     candidates = tmp_path / "candidates"
     candidates.mkdir()
-    if done_first:
-        shutil.copy(CORRECT, candidates / "level_1_problem_5_sample_0_kernel.py")
-    (candidates / "level_1_problem_5_sample_1_kernel.py").write_text(HANG_IN_STAGE.format(mark=str(mark),
-                                                                                           stage=stage))
-    out = tmp_path / "results.jsonl"
-    args = ["eval", "--problems", str(suite.parent), "--candidates", str(candidates), "--out", str(out), *FAST]
+    for sample in correct:
+        shutil.copy(CORRECT, candidates / f"level_1_problem_5_sample_{sample}_kernel.py")
+    (candidates / f"level_1_problem_5_sample_{hang}_kernel.py").write_text(HANG_IN_STAGE.format(mark=str(mark),
+                                                                                               stage=stage))
+    return ["eval", "--problems", str(suite.parent), "--candidates", str(candidates),
+            "--out", str(tmp_path / "results.jsonl"), *FAST]
+
+
+@pytest.mark.parametrize("stage, done_first", [("correctness", True), ("performance", False)])
+def test_ctrl_c_during_evaluation_keeps_what_was_recorded(tmp_path, env, stage, done_first):
+    """``done_first``: a correct pair (sample 0) is evaluated before the one that hangs (sample 1)."""
+    mark, out = tmp_path / "mark", tmp_path / "results.jsonl"
+    args = _eval_with_a_hang(tmp_path, mark, stage, hang=1, correct=(0,) if done_first else ())
     rc, _, err, took, worker, child = _run_and_interrupt(args, mark, env)
     _check_stopped(rc, err, took, worker, child, int(done_first), ["--out", str(out), "--problems",
-                                                                   str(suite.parent)])
+                                                                   str(tmp_path / "suite")])
     records = [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
     assert [(r["sample"], r["verdict"]) for r in records] == ([(0, "correct")] if done_first else [])
 
@@ -301,18 +307,8 @@ def test_ctrl_c_with_pairs_still_queued_stops_at_once(tmp_path, env):
     and the runner must not wait its whole grace period for them (it did: cancelled futures never turn "done")."""
     from kbv.eval.runner import STOP_GRACE_S
 
-    mark = tmp_path / "mark"
-    suite = tmp_path / "suite" / "level1"
-    suite.mkdir(parents=True)
-    shutil.copy(RELU, suite / RELU.name)
-    candidates = tmp_path / "candidates"
-    candidates.mkdir()
-    (candidates / "level_1_problem_5_sample_0_kernel.py").write_text(HANG_IN_STAGE.format(mark=str(mark),
-                                                                                           stage="correctness"))
-    for sample in (1, 2):
-        shutil.copy(CORRECT, candidates / f"level_1_problem_5_sample_{sample}_kernel.py")
-    out = tmp_path / "results.jsonl"
-    args = ["eval", "--problems", str(suite.parent), "--candidates", str(candidates), "--out", str(out), *FAST]
+    mark, out = tmp_path / "mark", tmp_path / "results.jsonl"
+    args = _eval_with_a_hang(tmp_path, mark, "correctness", hang=0, correct=(1, 2))
     rc, _, err, took, worker, child = _run_and_interrupt(args, mark, env)
     _check_stopped(rc, err, took, worker, child, 0, ["--out", str(out)])
     assert took < STOP_GRACE_S, took
