@@ -160,3 +160,64 @@ def test_the_runner_raises_a_low_open_file_limit_towards_the_hard_one():
         assert raised == now and now == (4096 if hard == resource.RLIM_INFINITY else min(4096, hard)) and now >= low
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+OOM = "OutOfMemoryError: CUDA out of memory. Tried to allocate 6.00 GiB."
+
+
+def _run_with_correctness(monkeypatch, outcomes, gate):
+    """A pair whose correctness stage yields ``outcomes`` in turn (None: passes; (role, message): that role's
+    failure, the reference's raised as ReferenceFailed as the stage does), the modes it ran under, and the record."""
+    from kbv.eval import pair as pair_mod
+    from kbv.eval.context import ReferenceFailed
+    from kbv.eval.evidence import Failure
+    from kbv.sandbox.launch import WorkerFailure
+
+    modes: list[str] = []
+
+    def run(self) -> None:
+        modes.append("exclusive" if gate is not None and gate._writer else "shared" if gate is not None else "none")
+        outcome = outcomes[len(modes) - 1]
+        if outcome is None:
+            self.ctx.evidence.distributions = {"D1": "passed"}
+            self.ctx.evidence.d1_complete = True
+            self.ctx.evidence.standard_d1 = [True]
+            return
+        role, message = outcome
+        if role == "reference":
+            raise ReferenceFailed(WorkerFailure("error", message), "correctness")
+        self.ctx.evidence.fail(Failure("correctness", "candidate", "error", {"stage": "correctness", "kind": "error",
+                                                                             "message": message}))
+
+    monkeypatch.setattr(pair_mod.CorrectnessStage, "run", run)
+    monkeypatch.setattr(pair_mod.rules_, "should_time", lambda ev, rules: ())
+    problem = load_problem(problem_path("level1/5_ReLU"))
+    record = pair_mod.PairEvaluation(problem, Candidate.from_path(CANDIDATE),
+                                     EvalOptions(device="cpu", sandbox="off", protocol="standard"), "cpu",
+                                     gate=gate).run(pair_mod.CompileResult(ok=True))
+    return modes, record
+
+
+@pytest.mark.parametrize("role", ["candidate", "reference"])
+def test_out_of_memory_beside_other_pairs_runs_correctness_again_with_the_gpu_to_itself(monkeypatch, role):
+    """On the H200 (2026-12-02) two 6 GiB elementwise pairs in correctness at once ran out of device memory and got
+    runtime_error: another pair's doing, not the candidate's. The stage runs again, once, exclusively."""
+    modes, record = _run_with_correctness(monkeypatch, [(role, OOM), None], DeviceGate())
+    assert modes == ["shared", "exclusive"]
+    assert record.verdict == "correct", record.error
+    assert record.env["correctness_rerun"]["role"] == role
+
+
+def test_out_of_memory_with_the_gpu_to_itself_stands(monkeypatch):
+    modes, record = _run_with_correctness(monkeypatch, [("candidate", OOM), ("candidate", OOM)], DeviceGate())
+    assert modes == ["shared", "exclusive"]
+    assert record.verdict == "runtime_error" and "out of memory" in record.error["message"]
+
+
+@pytest.mark.parametrize("gate", [None, DeviceGate()])
+def test_other_failures_and_unshared_gpus_get_no_second_run(monkeypatch, gate):
+    modes, record = _run_with_correctness(monkeypatch, [("candidate", "ValueError: bad shape"), None], gate)
+    assert len(modes) == 1 and record.verdict == "runtime_error"
+    if gate is None:
+        modes, record = _run_with_correctness(monkeypatch, [("candidate", OOM), None], None)
+        assert modes == ["none"] and record.verdict == "runtime_error"

@@ -237,8 +237,9 @@ class FakeWorker:
 
     scripts: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {}
 
-    def __init__(self, spec: Any, deadline: float):
+    def __init__(self, spec: Any, deadline: float, on_close: Any = None):
         self.spec = spec
+        self.on_close = on_close
         self.tamper: set[str] = set()
         self.isolation: dict[str, Any] = {}
         self.handoffs: dict[str, dict[str, int]] = {}
@@ -254,6 +255,8 @@ class FakeWorker:
 
     def close(self) -> None:
         self.closed.append(self.spec.log_path.name)
+        if self.on_close is not None:
+            self.on_close(0.25)  # as if the process took a quarter second to exit
 
     closed: list[str] = []
     budgets: list[tuple[str, str, int | None]] = []
@@ -421,6 +424,43 @@ def test_a_failed_setup_closes_every_started_worker(fake, tmp_path, fail: int, c
     finally:
         fake.call = real_call  # type: ignore[method-assign]
     assert len(fake.closed) == closed
+
+
+def test_closing_a_worker_is_charged_to_process_exit(fake, tmp_path) -> None:
+    """Issue 13: a worker's exit (until its processes are gone) is a part of the record's wall_seconds breakdown,
+    once per worker: three pairs close six workers."""
+    fake.scripts = {"reference": timing_script(1.0, 0.0), "candidate": timing_script(1.0, 0.0)}
+    ctx = context(tmp_path, timing_pairs=3, protocol="verified")
+    performance.PerformanceStage(ctx).run()
+    assert len(fake.closed) == 6
+    assert ctx.spent["performance/process_exit"] == pytest.approx(6 * 0.25)
+
+
+def test_the_wall_seconds_parts_of_a_stage_add_up_to_it(monkeypatch) -> None:
+    """What no part was charged with is ``<stage>/other``: the parts of each stage sum to the stage's time."""
+    from kbv.eval import pair as pair_mod
+
+    def correctness(self) -> None:
+        self.ctx.charge("correctness", "setup", 0.02)
+        time.sleep(0.08)
+
+    def performance_run(self) -> None:
+        self.ctx.charge("performance", "timing", 0.01)
+        time.sleep(0.05)
+
+    monkeypatch.setattr(pair_mod.CorrectnessStage, "run", correctness)
+    monkeypatch.setattr(pair_mod.PerformanceStage, "run", performance_run)
+    monkeypatch.setattr(pair_mod, "roofline_section", lambda ctx: None)
+    monkeypatch.setattr(pair_mod.rules_, "should_time", lambda ev, rules: ("verified",))
+    problem = load_problem(problem_path("level1/5_ReLU"))
+    cand = Path(__file__).parent / "candidates" / "correct_torch.py"
+    record = pair_mod.PairEvaluation(problem, Candidate.from_path(cand), EvalOptions(device="cpu", sandbox="off"),
+                                     "cpu").run(pair_mod.CompileResult(ok=True))
+    wall = record.wall_seconds
+    for stage in ("correctness", "performance"):
+        parts = sum(v for k, v in wall.items() if k.startswith(f"{stage}/"))
+        assert parts == pytest.approx(wall[stage], abs=0.003)
+    assert wall["correctness/other"] >= 0.055 and wall["performance/other"] >= 0.035
 
 
 def test_truncation_cap_follows_the_reference(fake, tmp_path) -> None:
@@ -712,8 +752,8 @@ def _growing_threads(fake, monkeypatch, device_baseline_first: bool, tmp_path) -
     served: dict[int, int] = {}
 
     class Counting(FakeWorker):
-        def __init__(self, spec: Any, deadline: float):
-            super().__init__(spec, deadline)
+        def __init__(self, spec: Any, deadline: float, on_close: Any = None):
+            super().__init__(spec, deadline, on_close)
             self.pid = 1000 + len(served)
             served[self.pid] = 0
 

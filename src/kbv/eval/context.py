@@ -78,6 +78,16 @@ class PairContext:
         self.spent: dict[str, float] = {}  # seconds per "<stage>/<part>" (the record's wall_seconds breakdown)
         self.output_bytes = 0  # the largest reference output seen (the candidate's reply budgets follow it)
 
+    def again(self) -> "PairContext":
+        """A fresh context for the same pair (new seeds, scratch folder and evidence) that keeps what the compile
+        stage found and the record's environment and times so far: for a stage run a second time."""
+        fresh = PairContext(self.problem, self.candidate, self.options, self.device, self.gpu, self.shape)
+        fresh.draft.env = self.draft.env
+        fresh.draft.wall_seconds = self.draft.wall_seconds
+        fresh.evidence.compiled, fresh.evidence.problem_failed = self.evidence.compiled, self.evidence.problem_failed
+        fresh.spent = {k: v for k, v in self.spent.items() if not k.startswith("correctness/")}
+        return fresh
+
     def candidate_state(self) -> dict[str, Any]:
         """The reference's state under the candidate's own names (``kbv.eval.params``)."""
         return for_candidate(self.ref_state, self.mapping) if self.mapping.pairs else dict(self.ref_state)
@@ -145,15 +155,19 @@ class PairContext:
         try:
             yield
         finally:
-            key = f"{stage}/{part}"
-            self.spent[key] = self.spent.get(key, 0.0) + time.monotonic() - t0
+            self.charge(stage, part, time.monotonic() - t0)
+
+    def charge(self, stage: str, part: str, seconds: float) -> None:
+        """Add ``seconds`` to ``<stage>/<part>`` of the record's ``wall_seconds`` breakdown."""
+        key = f"{stage}/{part}"
+        self.spent[key] = self.spent.get(key, 0.0) + seconds
 
     def start(self, role: str, stage: str, deadline: float) -> Worker:
         """A fresh worker, its start (process, imports, problem load, confinement) charged to ``process_start``. On
         the CPU both roles are pinned by the parent to the same CPUs (``worker_cpus``): a candidate that starts more
         threads gains no cores, and one that widens its CPU set is caught (``watch``)."""
         with self.clock(stage, "process_start"):
-            worker = Worker(self.spec(role, stage), deadline)
+            worker = Worker(self.spec(role, stage), deadline, on_close=lambda s: self.charge(stage, "process_exit", s))
         cpus = self.worker_cpus()
         if cpus and observe.pin(worker.pid, cpus):
             self.draft.env.setdefault("resources", {"cpus": sorted(cpus),

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from kbv import wire
 from kbv.protocol import LOG_TAIL_BYTES, REPLY_BYTES_DEFAULT, REPLY_TRANSFER_GRACE_S, WORKER_EXIT_WAIT_S
@@ -219,8 +219,9 @@ def _start(spec: WorkerSpec, message: dict[str, Any], deadline: float) -> tuple[
 class Worker:
     """One worker process. Use as a context manager; every call takes a deadline (``time.monotonic()`` based)."""
 
-    def __init__(self, spec: WorkerSpec, deadline: float):
+    def __init__(self, spec: WorkerSpec, deadline: float, on_close: Callable[[float], None] | None = None):
         self.spec = spec
+        self._on_close = on_close  # told the seconds close() took (the record's process_exit part)
         self.tamper: set[str] = set()  # what the worker reported changed in its environment, over all replies
         self.handoffs: dict[str, dict[str, int]] = {}  # outputs received as descriptors, by kind: count and bytes
         self.handoff_failure: str | None = None  # why the worker stopped exporting device outputs (its own word)
@@ -329,6 +330,7 @@ class Worker:
         _wait_exited(inner, time.monotonic() + WORKER_EXIT_WAIT_S)
 
     def close(self) -> None:
+        t0 = time.monotonic()
         with _LIVE_LOCK:
             _LIVE.discard(self)
         if self._proc.is_alive():
@@ -339,3 +341,6 @@ class Worker:
             self._proc.join(2)
         self.kill()
         self._conn.close()
+        on_close, self._on_close = self._on_close, None  # once: close() may run again
+        if on_close is not None:
+            on_close(time.monotonic() - t0)
