@@ -292,3 +292,22 @@ def test_hidden_distributions_come_from_the_protocol() -> None:
         record = {"verdict": "incorrect", "correctness": {"distributions": {
             d: {"status": "failed" if d == hidden else "passed"} for d in DISTRIBUTION_NAMES}}}
         assert m.passes_d1_fails_hidden(record), hidden
+
+
+@pytest.mark.parametrize("n", [7, 8, 331])
+def test_bootstrap_medians_have_the_plain_bootstraps_distribution(n) -> None:
+    """The median of a resample drawn as positions into the sorted values is the median of the resampled values:
+    the same distribution as resampling the values (checked on quantiles of 2000 resamples each, ties included)."""
+    import numpy as np
+
+    from kbv.stats import bootstrap_medians
+
+    rng = np.random.default_rng(n)
+    values = np.round(rng.lognormal(0.0, 0.5, n), 1)  # rounded: ties, as timer ticks give
+    fast = bootstrap_medians(values, np.random.default_rng(1))
+    plain = np.median(np.random.default_rng(2).choice(values, size=(fast.size, n)), axis=1)
+    assert fast.size == 2000 and set(np.unique(fast)) <= set(np.unique(np.concatenate([values, plain])))
+    for q in (0.05, 0.25, 0.5, 0.75, 0.95):
+        assert abs(np.quantile(fast, q) - np.quantile(plain, q)) <= 0.1 + 1e-9  # one tick of the rounded values
+    sorted_first = bootstrap_medians(np.sort(values), np.random.default_rng(1))
+    assert np.array_equal(sorted_first, fast)  # only the sorted values matter

@@ -253,12 +253,16 @@ class FakeWorker:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def close(self) -> None:
+    def close(self, wait: bool = True) -> None:
+        if not wait:  # asked to exit: the stage waits for it later (Worker.close)
+            self.exiting.append(self.spec.log_path.name)
+            return
         self.closed.append(self.spec.log_path.name)
         if self.on_close is not None:
             self.on_close(0.25)  # as if the process took a quarter second to exit
 
     closed: list[str] = []
+    exiting: list[str] = []
     budgets: list[tuple[str, str, int | None]] = []
 
     def call(self, msg: dict[str, Any], deadline: float, max_bytes: int | None = None) -> dict[str, Any]:
@@ -272,6 +276,7 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> type[FakeWorker]:
     FakeWorker.scripts = {}
     FakeWorker.budgets = []
     FakeWorker.closed = []
+    FakeWorker.exiting = []
     return FakeWorker
 
 
@@ -434,6 +439,41 @@ def test_closing_a_worker_is_charged_to_process_exit(fake, tmp_path) -> None:
     performance.PerformanceStage(ctx).run()
     assert len(fake.closed) == 6
     assert ctx.spent["performance/process_exit"] == pytest.approx(6 * 0.25)
+
+
+def test_a_pairs_workers_exit_while_the_next_pair_starts_and_are_gone_before_it_is_timed(fake, monkeypatch,
+                                                                                       tmp_path) -> None:
+    """Issue 13: closing a worker waits for its processes to exit (on the H200 0.5 s of a 6 s pair). A pair's
+    workers are asked to exit before the next pair's start, and waited for only before its first timing command."""
+    events: list[tuple[str, int]] = []
+
+    class Ordered(FakeWorker):
+        started = 0
+
+        def __init__(self, spec: Any, deadline: float, on_close: Any = None):
+            super().__init__(spec, deadline, on_close)
+            self.number = Ordered.started
+            Ordered.started += 1
+            events.append(("start", self.number))
+
+        def close(self, wait: bool = True) -> None:
+            events.append(("gone" if wait else "asked", self.number))
+            super().close(wait)
+
+        def call(self, msg: dict[str, Any], deadline: float, max_bytes: int | None = None) -> dict[str, Any]:
+            if msg["cmd"] == "time":
+                events.append(("time", self.number))
+            return super().call(msg, deadline, max_bytes)
+
+    monkeypatch.setattr(context_module, "Worker", Ordered)
+    fake.scripts = {"reference": timing_script(1.0, 0.0), "candidate": timing_script(1.0, 0.0)}
+    performance.PerformanceStage(context(tmp_path, timing_pairs=2, protocol="verified")).run()
+    at = {event: i for i, event in reversed(list(enumerate(events)))}  # each event's first index
+    first_time_of_pair_2 = min(at[("time", 2)], at[("time", 3)])
+    for old in (0, 1):
+        assert at[("asked", old)] < at[("start", 2)]  # exiting while pair 2 starts
+        assert at[("start", 3)] < at[("gone", old)] < first_time_of_pair_2  # gone before pair 2 is timed
+    assert {("gone", 2), ("gone", 3)} <= set(events)  # and the last pair's workers are waited for too
 
 
 def test_the_wall_seconds_parts_of_a_stage_add_up_to_it(monkeypatch) -> None:

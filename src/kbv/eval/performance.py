@@ -14,6 +14,7 @@ import math
 import secrets
 import statistics
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from kbv import envinfo, stats
@@ -30,6 +31,7 @@ from kbv.protocol import (
 from kbv.sandbox import observe
 from kbv.sandbox.launch import Worker, WorkerFailure
 
+_READER = ThreadPoolExecutor(max_workers=4, thread_name_prefix="kbv-gpu-clocks")  # readings of GPU clocks
 Samples = dict[str, dict[str, list[list[float]]]]  # samples[role][baseline]: one list of trial times per pair
 
 
@@ -78,6 +80,13 @@ class PerformanceStage:
                 raise ReferenceFailed(failure, "performance") from None
             raise
 
+    @staticmethod
+    def _wait_exited(workers: list[Worker]) -> None:
+        """Wait until every worker asked to exit (``Worker.close(wait=False)``) is gone: a pair's workers exit while
+        the next pair's start, and the next pair is timed only once they have (their exit also frees the GPU)."""
+        while workers:
+            workers.pop().close()
+
     def _call(self, worker: Worker, role: str, msg: dict[str, Any], deadline: float) -> dict[str, Any]:
         try:
             with self.ctx.clock("performance", PART_OF.get(msg.get("cmd", ""), "other")):
@@ -121,7 +130,8 @@ class PerformanceStage:
         n_pairs = options.timing_pairs or rule.process_pairs
         seed = secrets.randbits(63)
         draft.seeds["timing"] = seed
-        clocks_start = envinfo.gpu_clocks(ctx.gpu) if ctx.device == "cuda" else {}
+        # the GPU's clocks (an nvidia-smi process: a tenth of a second or more) read while the stage goes on
+        clocks_start = _READER.submit(envinfo.gpu_clocks, ctx.gpu) if ctx.device == "cuda" else None
         cached = self._cached_reference(baselines)
         deadline = time.monotonic() + options.timeout
         roles = ("reference", "candidate")
@@ -131,27 +141,39 @@ class PerformanceStage:
         memory_peaks: dict[str, Any] = {}
         wall: dict[str, list[float]] = {}
         share = 1.0 / (TIMING_ROUNDS * n_pairs)
+        exiting: list[Worker] = []  # the previous pair's workers, asked to exit: waited for before the next timing
         try:
             for pair_index in range(n_pairs):
                 # Memory once, in the first pair, each worker measured while the other is idle or not yet started:
                 # device memory in use is counted for the whole GPU, from a baseline each worker takes at its setup
                 # (on the H200 a candidate set up beside a measured reference counted the reference's as its own).
-                with self._worker("reference", deadline) as reference:
+                reference = self._worker("reference", deadline)
+                try:
                     if pair_index == 0:
                         memory_peaks["reference"] = self._memory(reference, "reference", deadline)
-                    with self._worker("candidate", deadline) as candidate:
+                    candidate = self._worker("candidate", deadline)
+                    try:
                         if pair_index == 0:
                             memory_peaks["candidate"] = self._memory(candidate, "candidate", deadline)
+                        self._wait_exited(exiting)  # they exited while this pair started: now it has the GPU alone
                         self._time_pair(reference, candidate, pair_index, cached, seed, share, deadline,
                                         samples, warmups, flags, wall)
+                    finally:
+                        candidate.close(wait=False)
+                        exiting.append(candidate)
+                finally:
+                    reference.close(wait=False)
+                    exiting.append(reference)
                 if self.truncated:
                     break
         except WorkerFailure as failure:
             self.ev.fail(Failure("performance", "candidate", failure.kind, failure_dict("performance", failure)))
             return
+        finally:
+            self._wait_exited(exiting)
         self.ev.timing_truncated = self.truncated
         self._judge_aliases()
-        clocks_end = envinfo.gpu_clocks(ctx.gpu) if ctx.device == "cuda" else {}
+        clocks_end = _READER.submit(envinfo.gpu_clocks, ctx.gpu) if ctx.device == "cuda" else None
         speedups: dict[str, Any] = {}
         for baseline in ("standard", "verified"):
             if baseline not in baselines:
@@ -180,7 +202,8 @@ class PerformanceStage:
                                       "bound": "upper"}
             else:
                 speedups[baseline] = stats.speedup_over_pairs(ref_groups, cand_groups, seed=seed % 2**32)
-        draft.timing_ms["gpu_clocks"] = {"start": clocks_start, "end": clocks_end} if ctx.device == "cuda" else None
+        draft.timing_ms["gpu_clocks"] = ({"start": clocks_start.result(), "end": clocks_end.result()}
+                                         if clocks_start and clocks_end else None)
         draft.timing_ms["input_distributions"] = {name: TIMED_DISTRIBUTION_WEIGHTS[name] for name in self.names}
         draft.speedup = speedups
         self._judge_burst(speedups)

@@ -221,7 +221,8 @@ class Worker:
 
     def __init__(self, spec: WorkerSpec, deadline: float, on_close: Callable[[float], None] | None = None):
         self.spec = spec
-        self._on_close = on_close  # told the seconds close() took (the record's process_exit part)
+        self._on_close = on_close  # told the seconds close() waited (the record's process_exit part)
+        self._exit_asked = False
         self.tamper: set[str] = set()  # what the worker reported changed in its environment, over all replies
         self.handoffs: dict[str, dict[str, int]] = {}  # outputs received as descriptors, by kind: count and bytes
         self.handoff_failure: str | None = None  # why the worker stopped exporting device outputs (its own word)
@@ -329,15 +330,22 @@ class Worker:
         self._proc.join(5)
         _wait_exited(inner, time.monotonic() + WORKER_EXIT_WAIT_S)
 
-    def close(self) -> None:
+    def close(self, wait: bool = True) -> None:
+        """Ask the worker to exit, then (``wait``) wait until every process of it is gone and kill what is left.
+        ``close(wait=False)`` only asks: the worker exits while the parent goes on, and a later ``close()`` waits
+        (until then it stays among the workers Ctrl-C stops)."""
         t0 = time.monotonic()
-        with _LIVE_LOCK:
-            _LIVE.discard(self)
-        if self._proc.is_alive():
+        if not self._exit_asked and self._proc.is_alive():
+            self._exit_asked = True
             try:
                 wire.send(self._conn, {"cmd": "exit"})
             except OSError:
                 pass
+        if not wait:
+            return
+        with _LIVE_LOCK:
+            _LIVE.discard(self)
+        if self._exit_asked:
             self._proc.join(2)
         self.kill()
         self._conn.close()
