@@ -54,3 +54,21 @@ def test_a_budget_smaller_than_one_set_still_draws_one(session):
 
 def test_the_candidate_draws_the_count_it_is_told(session):
     assert burst(session, sets=2) == 2
+
+
+@pytest.mark.parametrize("baseline, precision", [("standard", "highest"), ("verified", "high")])
+def test_a_judged_timed_call_is_recomputed_under_the_flags_it_was_timed_under(session, baseline, precision):
+    """On the H200 (2026-12-02) the reference against itself on a large-K matmul failed timed_output_mismatch: the
+    judge recomputed a call timed under the standard baseline (TF32 off) with the verified one's TF32 on."""
+    import torch
+
+    from kbv.worker import backends
+
+    backends.apply_baseline("verified" if baseline == "standard" else "standard")  # what the last command left
+    try:
+        session.cmd_forward({"timed": {"key": 7, "index": 4, "names": NAMES, "baseline": baseline}})
+        assert torch.get_float32_matmul_precision() == precision
+        with pytest.raises(KeyError):
+            session.cmd_forward({"timed": {"key": 7, "index": 4, "names": NAMES, "baseline": "fastest"}})
+    finally:
+        backends.apply_baseline("verified")

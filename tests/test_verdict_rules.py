@@ -503,6 +503,25 @@ def test_the_wall_seconds_parts_of_a_stage_add_up_to_it(monkeypatch) -> None:
     assert wall["correctness/other"] >= 0.055 and wall["performance/other"] >= 0.035
 
 
+def test_the_judge_recomputes_each_judged_call_under_its_own_baseline(fake, tmp_path) -> None:
+    """A kept timed call and the burst's judged call are recomputed by the reference under the baseline they were
+    timed under (the standard one's TF32 off, the verified one's on), not whatever the last command left."""
+    forwards: list[str | None] = []
+    inner = timing_script(1.0, 0.0)
+
+    def reference(msg: dict[str, Any]) -> dict[str, Any]:
+        if msg["cmd"] == "forward":
+            forwards.append(msg["timed"].get("baseline"))
+        return inner(msg)
+
+    fake.scripts = {"reference": reference, "candidate": timing_script(1.0, 0.0)}
+    ctx = context(tmp_path, timing_pairs=3, protocol="both")
+    performance.PerformanceStage(ctx).run()
+    judged = ctx.draft.correctness["timed_rechecks"]
+    assert len(forwards) == len(judged) == 4  # one per pair, and the first pair's burst
+    assert forwards == [r.get("baseline", "verified") for r in judged]  # the burst runs under the last baseline
+
+
 def test_truncation_cap_follows_the_reference(fake, tmp_path) -> None:
     seen: list[dict[str, Any]] = []
     inner = timing_script(1.0, 0.0)

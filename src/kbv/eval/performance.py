@@ -365,7 +365,7 @@ class PerformanceStage:
         for round_index, baseline, index, key in rng.sample(kept, min(JUDGED_TIMED_CALLS_PER_PAIR, len(kept))):
             self._judge(reference, candidate, {"round": round_index, "baseline": baseline, "index": index,
                                                "drop": False},
-                        {"key": key, "index": index, "names": self.names}, deadline,
+                        {"key": key, "index": index, "names": self.names, "baseline": baseline}, deadline,
                         {"round": round_index, "baseline": baseline, "index": index})
         self._call(candidate, "candidate", {"cmd": "drop"}, deadline)
 
@@ -430,7 +430,8 @@ class PerformanceStage:
                            "pair_claim": claimed}  # judged in _judge_burst, against the record's own claim
         # burst calls are judged too: one of the long burst's input sets, drawn after the burst
         s = secrets.randbelow(max(1, min(sets, counts["candidate"])))
-        self._judge(reference, candidate, {"burst": s}, {"key": keys["candidate"], "index": s, "names": self.names},
+        self._judge(reference, candidate, {"burst": s},
+                    {"key": keys["candidate"], "index": s, "names": self.names, "baseline": baseline},
                     deadline, {"burst": True, "index": s})
 
     def _judge_burst(self, speedups: dict[str, Any]) -> None:

@@ -220,6 +220,10 @@ class Session:
         if "timed" in msg:  # a timed call's inputs, redrawn from its command's key to judge it
             timed = msg["timed"]
             seed, dist = timed_call(int(timed["key"]), int(timed["index"]), tuple(timed["names"]))
+            if timed.get("baseline") is not None:  # and under the flags it was timed under (TF32 or not)
+                if timed["baseline"] not in BASELINES:
+                    raise KeyError(timed["baseline"])
+                self.integrity.flags_set(backends.apply_baseline(timed["baseline"]))
         else:
             seed, dist = msg["seed"], msg["distribution"]
         args = self._inputs(seed, dist)
