@@ -311,3 +311,10 @@ def test_bootstrap_medians_have_the_plain_bootstraps_distribution(n) -> None:
         assert abs(np.quantile(fast, q) - np.quantile(plain, q)) <= 0.1 + 1e-9  # one tick of the rounded values
     sorted_first = bootstrap_medians(np.sort(values), np.random.default_rng(1))
     assert np.array_equal(sorted_first, fast)  # only the sorted values matter
+
+
+def test_an_interval_says_whether_it_spans_process_pairs() -> None:
+    """One pair's interval knows nothing of the spread between processes: the record says which kind it is."""
+    one = stats.speedup_over_pairs([[2.0, 2.1, 1.9]], [[1.0, 1.1, 0.9]])
+    several = stats.speedup_over_pairs([[2.0, 2.1, 1.9]] * 2, [[1.0, 1.1, 0.9]] * 2)
+    assert (one["ci_from"], several["ci_from"]) == ("one_pair", "pairs")
