@@ -142,7 +142,23 @@ def test_a_pair_runs_correctness_shared_and_timing_exclusive(tmp_path, monkeypat
     record = pair_mod.PairEvaluation(problem, Candidate.from_path(CANDIDATE), EvalOptions(device="cpu", sandbox="off"),
                                      "cpu", gate=Recording()).run(pair_mod.CompileResult(ok=True))
     assert seen == [("enter", "shared"), ("stage", "correctness"), ("enter", "exclusive"), ("stage", "performance")]
-    assert "performance/waiting_for_gpu" in record.wall_seconds
+    assert "performance/waiting_for_gpu" in record.wall_seconds and "correctness/waiting_for_gpu" in record.wall_seconds
+
+
+def test_correctness_waiting_for_another_pairs_timing_is_charged_to_waiting_for_gpu(monkeypatch):
+    gate, holding = DeviceGate(), threading.Event()
+
+    def other_pairs_timing():
+        with gate.exclusive():
+            holding.set()
+            time.sleep(0.2)
+
+    thread = threading.Thread(target=other_pairs_timing)
+    thread.start()
+    holding.wait(5)
+    modes, record = _run_with_correctness(monkeypatch, [None], gate)
+    thread.join(5)
+    assert modes == ["shared"] and record.wall_seconds["correctness/waiting_for_gpu"] >= 0.1
 
 
 def test_the_runner_raises_a_low_open_file_limit_towards_the_hard_one():

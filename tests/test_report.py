@@ -163,3 +163,30 @@ def test_cli_formats(tmp_path) -> None:
     assert any(line.startswith("level,m,overall,5,") for line in csv_out)  # alone, m defines the universe
     table = runner.invoke(main, ["report", str(m), str(n)])
     assert table.exit_code == 0 and "hidden distributions" in table.output
+
+
+def test_where_the_time_went_per_run(tmp_path) -> None:
+    """Issue 13: ``kbv report`` shows where the time went, per run: each stage, then its parts by total, with the
+    median per pair and the share of the evaluation time (correctness plus performance); compile has no share."""
+    from kbv.report.metrics import time_breakdown
+
+    walls = [{"compile": 9.0, "correctness": 2.0, "correctness/judging": 1.5, "correctness/setup": 0.5,
+              "performance": 2.0, "performance/timing": 2.0, "total": 13.0},
+             {"compile": 0.1, "correctness": 4.0, "correctness/judging": 1.0, "correctness/setup": 3.0,
+              "performance": 2.0, "performance/timing": 2.0, "total": 6.1, "correctness/odd": "x"}]
+    records = [rec(P1, "correct", "correct", 1.0, 1.0, dists=D_PASS) | {"wall_seconds": w} for w in walls]
+    spent = time_breakdown(records)
+    assert list(spent) == ["compile", "correctness", "correctness/setup", "correctness/judging", "performance",
+                           "performance/timing"]  # total and values that are not numbers left out
+    assert spent["correctness/setup"] == {"pairs": 2, "median_s": 1.75, "total_s": 3.5, "share": 0.35}
+    assert spent["compile"]["share"] is None and spent["performance"]["share"] == pytest.approx(0.4)
+    path = _write(tmp_path / "t.jsonl", records)
+    runner = CliRunner()
+    md = runner.invoke(main, ["report", str(path), "--format", "markdown"]).output
+    assert "## Where the time went" in md and "| t |   setup | 2 | 1.75 | 3.5 | 35% |" in md
+    data = json.loads(runner.invoke(main, ["report", str(path), "--format", "json"]).output)
+    assert data["time_spent"]["t"]["performance/timing"]["total_s"] == 4.0
+    assert "Where the time went" in runner.invoke(main, ["report", str(path)]).output
+    html = tmp_path / "r.html"
+    assert runner.invoke(main, ["report", str(path), "--html", str(html)]).exit_code == 0
+    assert '<h2 id="time">Where the time went</h2>' in html.read_text()

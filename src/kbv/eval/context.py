@@ -82,7 +82,7 @@ class PairContext:
         """A fresh context for the same pair (new seeds, scratch folder and evidence) that keeps what the compile
         stage found and the record's environment and times so far: for a stage run a second time."""
         fresh = PairContext(self.problem, self.candidate, self.options, self.device, self.gpu, self.shape)
-        fresh.draft.env = self.draft.env
+        fresh.draft.env = {k: v for k, v in self.draft.env.items() if k != "output_handoff"}  # not its handoffs
         fresh.draft.wall_seconds = self.draft.wall_seconds
         fresh.evidence.compiled, fresh.evidence.problem_failed = self.evidence.compiled, self.evidence.problem_failed
         fresh.spent = {k: v for k, v in self.spent.items() if not k.startswith("correctness/")}

@@ -93,7 +93,9 @@ class PairEvaluation:
             CorrectnessStage(self.ctx).run()
             return
         try:
-            with self.gate.shared():
+            t0 = time.monotonic()
+            with self.gate.shared():  # how long it waited for another pair's timing to leave the GPU
+                self.ctx.charge("correctness", "waiting_for_gpu", time.monotonic() - t0)
                 CorrectnessStage(self.ctx).run()
             starved = next((f for f in self.ctx.evidence.failures if out_of_memory(f)), None)
         except ReferenceFailed as exc:
@@ -109,7 +111,9 @@ class PairEvaluation:
         self.ctx.draft.env["correctness_rerun"] = {
             "reason": "out of memory while other pairs shared the GPU: run again with the GPU to itself",
             "role": starved.role, "message": str(starved.error.get("message", ""))[:300]}
+        t0 = time.monotonic()
         with self.gate.exclusive():
+            self.ctx.charge("correctness", "waiting_for_gpu", time.monotonic() - t0)
             CorrectnessStage(self.ctx).run()
 
     def run(self, compiled: CompileResult | None = None) -> Record:

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import math
 import re
+import statistics
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
@@ -481,6 +482,29 @@ class RunComparison:
     fast_p_curves: dict[str, dict[str, list[tuple[float, float | None]]]]  # run -> protocol -> [(p, fast_p)]
     generation: dict[str, dict[str, Any]] = field(default_factory=dict)  # run -> kbv.study.figures, where generated
     agent: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # run -> kbv.agent summaries, agent runs
+    time_spent: dict[str, dict[str, dict[str, float | None]]] = field(default_factory=dict)  # run -> time_breakdown
+
+
+TIME_STAGES = ("compile", "correctness", "performance")
+
+
+def time_breakdown(records: list[dict[str, Any]]) -> dict[str, dict[str, float | None]]:
+    """Where a run's time went, from its records' ``wall_seconds``: for each stage and each ``<stage>/<part>``, the
+    pairs that have it, its median and total seconds, and its share of the evaluation time (correctness plus
+    performance, the build excluded, summed over the records)."""
+    seen: dict[str, list[float]] = {}
+    for r in records:
+        wall = r.get("wall_seconds") if isinstance(r.get("wall_seconds"), dict) else {}
+        for key, value in wall.items():
+            number = finite_number(value)
+            if number is not None and (key in TIME_STAGES or key.split("/")[0] in TIME_STAGES[1:]):
+                seen.setdefault(key, []).append(number)
+    evaluation = sum(sum(seen.get(stage, [])) for stage in TIME_STAGES[1:])
+    order = {stage: i for i, stage in enumerate(TIME_STAGES)}
+    keys = sorted(seen, key=lambda k: (order[k.split("/")[0]], "/" in k, -sum(seen[k]), k))
+    return {k: {"pairs": len(seen[k]), "median_s": statistics.median(seen[k]), "total_s": sum(seen[k]),
+                "share": (sum(seen[k]) / evaluation if evaluation > 0 and k != "compile" else None)}
+            for k in keys}
 
 
 def compare_runs(runs: dict[str, list[dict[str, Any]]], suite: Iterable[str] | None = None) -> RunComparison:
@@ -497,4 +521,5 @@ def compare_runs(runs: dict[str, list[dict[str, Any]]], suite: Iterable[str] | N
         regimes={label: by_regime(list(one_per_problem(records).values())) for label, records in runs.items()},
         decomposition={label: decompose_by_level(records, universe) for label, records in runs.items()},
         fast_p_curves=curves,
+        time_spent={label: time_breakdown(records) for label, records in runs.items()},
     )

@@ -349,6 +349,23 @@ def print_table(console: Console, title: str, header: list[str], rows: list[list
                                   width=console.width, right=right), crop=False)
 
 
+TIME_NOTE = ("Where the time went: seconds per pair from the records' wall_seconds (compile is the build; a part is "
+             "<stage>/<part>, and other is what no part was charged with); share: of the evaluation time "
+             "(correctness plus performance) summed over the run's pairs.")
+
+
+def time_rows(comparison: RunComparison) -> tuple[list[str], list[list[str]]]:
+    """Each run's stages, then their parts (largest first): pairs, median and total seconds, share."""
+    header = ["run", "stage / part", "pairs", "median s", "total s", "share"]
+    rows = []
+    for run in comparison.runs:
+        for key, figures in comparison.time_spent.get(run, {}).items():
+            name = key if "/" not in key else "  " + key.split("/", 1)[1]  # under its stage
+            rows.append([run, name, f"{figures['pairs']:.0f}", f"{figures['median_s']:.2f}",
+                         f"{figures['total_s']:.1f}", pct(figures["share"])])
+    return header, rows
+
+
 def print_report(comparison: RunComparison, console: Console | None = None, per_candidate: bool | None = None) -> None:
     console = console or Console()
     if per_candidate if per_candidate is not None else len(comparison.runs) == 1:
@@ -377,6 +394,10 @@ def print_report(comparison: RunComparison, console: Console | None = None, per_
     if comparison.agent:
         print_table(console, "Agent runs", *agent_rows(comparison.agent))
         console.print(AGENT_NOTE, highlight=False)
+    if any(comparison.time_spent.values()):
+        print_table(console, "Where the time went", *time_rows(comparison), keep=2,
+                    right=("pairs", "median s", "total s", "share"))
+        console.print(TIME_NOTE, highlight=False)
     console.print(
         f"Over {len(comparison.universe)} problems, one sample each (sample 0); missing kernels count as failed; "
         "two different candidates for one problem are separate runs. "
@@ -434,6 +455,8 @@ def markdown_report(comparison: RunComparison) -> str:
         parts += ["## Generation", "", GENERATION_NOTE, "", table(*generation_rows(comparison.generation)), ""]
     if comparison.agent:
         parts += ["## Agent runs", "", AGENT_NOTE, "", table(*agent_rows(comparison.agent)), ""]
+    if any(comparison.time_spent.values()):
+        parts += ["## Where the time went", "", TIME_NOTE, "", table(*time_rows(comparison)), ""]
     return "\n".join(parts)
 
 
