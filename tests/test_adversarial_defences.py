@@ -643,6 +643,28 @@ def test_ring_rewrite_kept_repairs_every_kept_output():
             assert torch.equal(copies[0]["tensor"], expected), (r, index)
 
 
+def test_ring_rewrite_kept_no_longer_matches_what_was_committed():
+    """The same run with commitments on (kbv.worker.commit, as a worker's main loop sets ``Session.commit``): the
+    repaired first-round copies are not the outputs committed when their trials ended, and the drop's own recheck
+    names them; the last round, computed honestly, matches. Off (``commit`` unset), the repair goes unseen above."""
+    from kbv.protocol import TIMING_ROUNDS
+    from kbv.worker import commit
+
+    session = candidate_session("ring_rewrite_kept")
+    sent: dict[tuple[int, str, int], list[list[int]]] = {}
+    session.commit = lambda entry: sent.setdefault((entry[0], entry[1], entry[2]), entry[3])
+    for r, key in {0: 1000, TIMING_ROUNDS - 1: 1001}.items():
+        session.cmd_time({"key": key, "names": NAMES, "baselines": ["verified"], "share": 0.25, "round": r,
+                          "ring_bytes": 32 * 2**20})
+    rings = {name: list(ring) for name, ring in session.rings.items()}
+    assert sent and set(sent) == {(*name, index) for name, ring in rings.items() for index, *_ in ring}
+    repaired = {(*name, index) for name, ring in rings.items() for index, _, copies, _ in ring
+                if commit.digest(copies) != sent[(*name, index)]}
+    assert repaired and all(r == 0 for r, _, _ in repaired)  # the first round's, every one the fixture skipped
+    changed = session.cmd_drop({})["changed_kept"]
+    assert changed and {tuple(c) for c in changed} <= repaired
+
+
 def test_widen_cpu_affinity_takes_every_cpu():
     """Pinned as kbv's parent pins a CPU worker (its last CPU), the fixture's forward widens every thread's CPUs."""
     every = set(range(os.cpu_count() or 1))

@@ -411,3 +411,44 @@ def test_killing_a_worker_waits_for_its_inner_process_even_one_that_left_the_gro
     finally:
         outer.kill()
         outer.wait()
+
+
+def _bare_worker():
+    """A launch.Worker over one end of a socket pair, with no process behind it (kill and logs stubbed)."""
+    from multiprocessing.connection import Connection
+
+    from kbv.sandbox import launch
+
+    ours, theirs = socket.socketpair()
+    worker = launch.Worker.__new__(launch.Worker)
+    worker._conn, worker.commits, worker.killed = Connection(ours.detach()), {}, False
+    worker.tamper, worker.handoffs, worker.handoff_failure = set(), {}, None
+    worker.kill = lambda: setattr(worker, "killed", True)
+    worker.log_tail = lambda: ""
+    return worker, Connection(theirs.detach())
+
+
+def test_commitments_sent_before_a_reply_are_kept_by_the_parent():
+    """Kept outputs' digests (kbv.worker.commit) arrive as frames of their own while a command runs; the parent
+    keeps them by (round, baseline, index), the first word for a call standing, and returns the reply."""
+    from kbv import wire
+
+    worker, theirs = _bare_worker()
+    for entry in ([0, "verified", 4, [[1, 2, 3]]], [0, "verified", 5, [[4, 5, 6]]], [0, "verified", 4, [[9, 9, 9]]]):
+        wire.send(theirs, {"commit": entry})
+    wire.send(theirs, {"ok": True, "timing": {}})
+    assert worker._expect(time.monotonic() + 5) == {"ok": True, "timing": {}}
+    assert worker.commits == {(0, "verified", 4): [[1, 2, 3]], (0, "verified", 5): [[4, 5, 6]]}
+
+
+@pytest.mark.parametrize("entry", [[0, "verified", [[1]]], ["0", "verified", 4, [[1]]], [0, 7, 4, [[1]]],
+                                   [0, "verified", 4, "digest"]])
+def test_a_malformed_commitment_is_a_protocol_failure(entry):
+    from kbv import wire
+    from kbv.sandbox.launch import WorkerFailure
+
+    worker, theirs = _bare_worker()
+    wire.send(theirs, {"commit": entry})
+    with pytest.raises(WorkerFailure) as failure:
+        worker._expect(time.monotonic() + 5)
+    assert failure.value.kind == "protocol" and worker.killed

@@ -240,6 +240,7 @@ class FakeWorker:
     def __init__(self, spec: Any, deadline: float, on_close: Any = None):
         self.spec = spec
         self.on_close = on_close
+        self.commits: dict[tuple[int, str, int], Any] = {}  # kept outputs' digests (none sent: the judge says none)
         self.tamper: set[str] = set()
         self.isolation: dict[str, Any] = {}
         self.handoffs: dict[str, dict[str, int]] = {}
@@ -703,6 +704,49 @@ def test_a_wrong_kept_output_is_a_timed_output_mismatch(fake, tmp_path) -> None:
     ev = passed()
     ev.see(*ctx.evidence.observed)
     assert decide(ev, RULES).verdict == "incorrect"
+
+
+@pytest.mark.parametrize("commitment, drop_says, flagged", [
+    ("same", [], False),  # the kept copy is the committed one
+    ("other", [], True),  # rewritten after its trial ended (ring_rewrite_kept)
+    ("none", [], True),  # never committed
+    ("same", [[0, "verified", 7]], True),  # the worker's own recheck names a changed copy: a flag added
+])
+def test_a_kept_output_that_is_not_the_committed_one_is_a_timed_output_mismatch(fake, monkeypatch, tmp_path,
+                                                                              commitment, drop_says, flagged) -> None:
+    """Issue 12, T8: each kept timed output's digest reaches the parent as its trial ends; the judge's digest of the
+    kept copy it is shown must be that one."""
+    judged = [[11, 22, 33]]
+    reference, candidate = timing_script(1.0, 0.0), timing_script(1.0, 0.0)
+
+    def judge(msg: dict[str, Any]) -> dict[str, Any]:
+        if msg["cmd"] == "judge":  # the burst's judged call was not committed: no digest asked for
+            return {"comparison": {"passed": True, "reason": ""}, "standard": True} | (
+                {"digest": judged} if msg["digest"] else {})
+        return reference(msg)
+
+    class Committing(FakeWorker):
+        def call(self, msg: dict[str, Any], deadline: float, max_bytes: int | None = None) -> dict[str, Any]:
+            reply = super().call(msg, deadline, max_bytes)
+            if msg["cmd"] == "time" and self.spec.role == "candidate" and commitment != "none":
+                for b in msg["baselines"]:  # one digest per kept call, as the worker sends them
+                    for i in range(reply["ring"][b]["kept"]):
+                        word = judged if commitment == "same" else [[11, 22, 34]]
+                        self.commits[(msg["round"], b, FIRST_TIMED_CALL + i)] = word
+            if msg["cmd"] == "drop" and self.spec.role == "candidate":
+                reply = dict(reply, changed_kept=drop_says)
+            return reply
+
+    def drop_aware(msg: dict[str, Any]) -> dict[str, Any]:
+        return {} if msg["cmd"] == "drop" else candidate(msg)
+
+    monkeypatch.setattr(context_module, "Worker", Committing)
+    fake.scripts = {"reference": judge, "candidate": drop_aware}
+    ctx = context(tmp_path, timing_pairs=1, protocol="verified")
+    performance.PerformanceStage(ctx).run()
+    assert ("timed_output_mismatch" in ctx.evidence.observed) is flagged
+    timed = [r for r in ctx.draft.correctness["timed_rechecks"] if not r.get("burst")]
+    assert timed[0]["passed"] is (commitment == "same")
 
 
 def test_timed_calls_come_from_every_distribution() -> None:

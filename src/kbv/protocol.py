@@ -276,6 +276,8 @@ TIMED_DISTRIBUTION_WEIGHTS: Final = {"D1": 5, "D2": 1, "D3": 1, "D4": 1, "D5": 1
 # at most this many bytes over the pair; a command's trials are capped to what fits.
 RING_BYTES: Final = {"cuda": 8 * 2**30, "cpu": 256 * 2**20}
 RING_DEVICE_FRACTION: Final = 0.15  # on a GPU, at least this share of its memory per worker (both roles keep alike)
+CHANGED_KEPT_MAX: Final = 20  # kept outputs a worker names as changed since their commitment, at most
+COMMITS_MAX: Final = 100_000  # kept-output digests one worker may send (kbv.worker.commit): more is a protocol failure
 JUDGED_TIMED_CALLS_PER_PAIR: Final = 1  # timed calls judged per process pair, drawn by the parent after its rounds
 BURST_INPUT_SETS: Final = 8  # distinct input sets a burst cycles through (one output of them is judged)
 

@@ -6,10 +6,9 @@ of every call it skipped with the right answer, redrawn from the recorded key. T
 later call could repair, is computed honestly, and so are bursts (each burst's answers computed in its first
 call, as timer_frames_precompute does). Every output the parent can draw is right by the time it asks.
 
-Expected today: verdict correct with flag fallback (its speedup may pass the bound: speedup_above_bound): a gap.
-The kept outputs wait in the candidate's own process, writable, until the parent draws one. Catching it: each
-kept output committed to the parent (a digest sent as the trial ends) or kept where the candidate cannot write,
-and the judged one checked against its commitment (timed_output_mismatch).
+Expected: verdict incorrect with flags fallback and timed_output_mismatch (a gap until 2026-12-02). Every kept
+output's digest leaves the process as its trial ends (kbv.worker.commit): the judge finds the judged call's kept
+copy is not the one committed, and the worker's own recheck at the drop names every repaired copy.
 """
 import sys
 

@@ -342,15 +342,22 @@ class PerformanceStage:
         got = self._call(candidate, "candidate", {"cmd": "kept", **fetch}, deadline)
         seed, dist = timed_call(int(timed["key"]), int(timed["index"]), tuple(timed["names"]))
         record = {**what, "distribution": dist, "found": bool(got.get("found"))}
+        # a kept timed call's digest, on record with the parent since its trial ended (kbv.worker.commit)
+        committed = (None if "burst" in fetch else
+                     candidate.commits.get((int(fetch["round"]), str(fetch["baseline"]), int(fetch["index"]))))
         if not got.get("found"):
             record |= {"passed": False, "reason": "the kept output was not returned"}
         else:
             self._call(reference, "reference", {"cmd": "forward", "timed": timed}, deadline)
             judged = self._call(reference, "reference", {
                 "cmd": "judge", "candidate": {"structure": got["structure"], "outputs": got["outputs"]},
-                "precision": self.options.precision}, deadline)
+                "precision": self.options.precision, "digest": "burst" not in fetch}, deadline)
             record |= {"passed": bool(judged["comparison"]["passed"]),
                        "reason": judged["comparison"].get("reason", "")}
+            if "burst" not in fetch and judged.get("digest") != committed:
+                record |= {"passed": False, "committed": committed is not None,
+                           "reason": "the kept output is not the one committed when its call ended" if committed
+                           is not None else "no commitment was sent for this call when it ended"}
         self.draft.correctness.setdefault("timed_rechecks", []).append(record)
         if not record["passed"]:
             self.ev.see("timed_output_mismatch")
@@ -367,7 +374,11 @@ class PerformanceStage:
                                                "drop": False},
                         {"key": key, "index": index, "names": self.names, "baseline": baseline}, deadline,
                         {"round": round_index, "baseline": baseline, "index": index})
-        self._call(candidate, "candidate", {"cmd": "drop"}, deadline)
+        dropped = self._call(candidate, "candidate", {"cmd": "drop"}, deadline)
+        changed = dropped.get("changed_kept")
+        if isinstance(changed, list) and changed:  # the worker's own word: a flag added, never one cleared
+            self.ev.see("timed_output_mismatch")
+            self.draft.integrity.setdefault("kept_changed_after_commit", []).extend(changed[:20])
 
     def _burst_check(self, reference: Worker, candidate: Worker, samples: Samples, deadline: float) -> None:
         """The one check of the worker's timer against the parent's own clock, on back-to-back calls. Each role runs

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from kbv import wire
-from kbv.protocol import LOG_TAIL_BYTES, REPLY_BYTES_DEFAULT, REPLY_TRANSFER_GRACE_S, WORKER_EXIT_WAIT_S
+from kbv.protocol import COMMITS_MAX, LOG_TAIL_BYTES, REPLY_BYTES_DEFAULT, REPLY_TRANSFER_GRACE_S, WORKER_EXIT_WAIT_S
 
 LOG_TAIL_CHARS = LOG_TAIL_BYTES
 
@@ -223,6 +223,7 @@ class Worker:
         self.spec = spec
         self._on_close = on_close  # told the seconds close() waited (the record's process_exit part)
         self._exit_asked = False
+        self.commits: dict[tuple[int, str, int], list[Any]] = {}  # kept outputs' digests (_note_commit)
         self.tamper: set[str] = set()  # what the worker reported changed in its environment, over all replies
         self.handoffs: dict[str, dict[str, int]] = {}  # outputs received as descriptors, by kind: count and bytes
         self.handoff_failure: str | None = None  # why the worker stopped exporting device outputs (its own word)
@@ -270,13 +271,34 @@ class Worker:
         return self._expect(deadline, max_bytes)
 
     def _expect(self, deadline: float, max_bytes: int | None = None) -> dict[str, Any]:
+        while True:
+            reply = self._frame(deadline, max_bytes)
+            if not (isinstance(reply, dict) and "commit" in reply and "ok" not in reply):
+                break
+            self._note_commit(reply["commit"])
+        if not isinstance(reply, dict) or "ok" not in reply:
+            self.kill()
+            raise WorkerFailure("protocol", "reply is not a status object", self.log_tail())
+        return self._reply(reply)
+
+    def _note_commit(self, entry: Any) -> None:
+        """A kept timed output's digest, sent by the worker as its trial ended (``kbv.worker.commit``): kept here,
+        outside the candidate's process, by (round, baseline, call index); at most ``COMMITS_MAX`` per worker."""
+        ok = (isinstance(entry, list) and len(entry) == 4 and all(isinstance(v, int) for v in (entry[0], entry[2]))
+              and isinstance(entry[1], str) and isinstance(entry[3], list))
+        if not ok or len(self.commits) >= COMMITS_MAX:
+            self.kill()
+            raise WorkerFailure("protocol", "malformed or too many kept-output commitments", self.log_tail())
+        self.commits.setdefault((entry[0], entry[1], entry[2]), entry[3])  # the first word stands
+
+    def _frame(self, deadline: float, max_bytes: int | None) -> Any:
         remaining = deadline - time.monotonic()
         if remaining <= 0 or not self._conn.poll(remaining):
             self.kill()
             raise WorkerFailure("timeout", "time limit exceeded", self.log_tail())
         try:
-            reply = wire.recv(self._conn, REPLY_BYTES_DEFAULT if max_bytes is None else max_bytes,
-                              max(deadline, time.monotonic()) + REPLY_TRANSFER_GRACE_S, relay=True)
+            return wire.recv(self._conn, REPLY_BYTES_DEFAULT if max_bytes is None else max_bytes,
+                             max(deadline, time.monotonic()) + REPLY_TRANSFER_GRACE_S, relay=True)
         except wire.WireTimeout:
             self.kill()
             raise WorkerFailure("timeout", "time limit exceeded (part-way through a reply)", self.log_tail()) from None
@@ -285,9 +307,8 @@ class Worker:
         except wire.WireError as exc:
             self.kill()
             raise WorkerFailure("protocol", f"malformed reply: {exc}", self.log_tail()) from None
-        if not isinstance(reply, dict) or "ok" not in reply:
-            self.kill()
-            raise WorkerFailure("protocol", "reply is not a status object", self.log_tail())
+
+    def _reply(self, reply: dict[str, Any]) -> dict[str, Any]:
         for handle in wire.handles_in(reply):
             seen = self.handoffs.setdefault(handle.kind, {"outputs": 0, "bytes": 0})
             seen["outputs"] += 1

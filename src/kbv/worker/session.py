@@ -21,9 +21,9 @@ import torch
 
 from kbv import wire
 from kbv.worker import confine
-from kbv.protocol import (BASELINES, BURST_INPUT_SETS, DEFERRED_WRITE_WAIT_S, DISTRIBUTIONS, TIMING_RULES,
+from kbv.protocol import (BASELINES, BURST_INPUT_SETS, CHANGED_KEPT_MAX, DEFERRED_WRITE_WAIT_S, DISTRIBUTIONS, TIMING_RULES,
                           WORKER_FILE_BYTES_MAX, baseline_key, timed_call)
-from kbv.worker import backends, guard, handoff, inputs, integrity, loading, memory, recorder, timer
+from kbv.worker import backends, commit, guard, handoff, inputs, integrity, loading, memory, recorder, timer
 
 _Tensor = torch.Tensor
 _as_subclass = torch.Tensor.as_subclass
@@ -144,6 +144,9 @@ class Session:
         self.kept: tuple[str, list[Any]] | None = None  # reference role: the last forward's outputs, on device
         self.timing_inputs: list[Any] | None = None
         self.rings: dict[Any, list[Any]] = {}  # kept timed outputs until the parent draws the judged ones
+        # sends a kept output's digest to the parent as its trial ends (kbv.worker.commit; set by main)
+        self.commit: Callable[[list[Any]], None] | None = None
+        self.committed: dict[tuple[Any, ...], list[list[int]]] = {}  # what was sent, by (round, baseline, index)
         self.warmed: set[str] = set()  # baselines this worker's timed forward has been warmed up under
         self.in_use_baseline: int | None = None  # device memory in use before the model (and candidate) existed
         self.integrity = integrity.Integrity()  # before any candidate code: the state to compare against
@@ -306,7 +309,10 @@ class Session:
         result = asdict(comparison)
         result.pop("per_output", None)
         tolerance = float(msg.get("standard_tolerance", judge.STANDARD_ATOL))
-        return {"comparison": result, "standard": judge.standard_check(candidate, reference, tolerance)}
+        reply = {"comparison": result, "standard": judge.standard_check(candidate, reference, tolerance)}
+        if msg.get("digest"):  # of the outputs as the judge sees them, against the candidate's commitment
+            reply["digest"] = commit.digest(candidate.get("outputs") or [])
+        return reply
 
     def cmd_same(self, msg: dict[str, Any]) -> dict[str, Any]:
         """Reference role only: whether two candidate replies (relayed by the parent) hold the same output bits."""
@@ -370,6 +376,9 @@ class Session:
             structure, copies, pairs = _copied(out, buffers)
             aliased.extend(p for p in pairs if p not in aliased)
             ring.append((index, structure, copies, out))
+            if self.commit is not None:  # on record outside this process before the next trial starts
+                digest = self.committed[(*name, index)] = commit.digest(copies)
+                self.commit([*name, index, digest])
             if len(ring) > 1:  # only the last call's own output stays referenced (the deferred-write check)
                 ring[-2] = ring[-2][:3] + (None,)
 
@@ -435,8 +444,19 @@ class Session:
         return reply
 
     def cmd_drop(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Drop every kept output. Candidate role: first say which kept timed outputs no longer match the digest
+        sent when their call ended (this process's own account: it can add a flag, never clear one; the judged
+        call's is checked by the judge)."""
+        changed = []
+        if self.spec["role"] == "candidate":
+            for name, ring in self.rings.items():
+                for index, _, copies, _ in ring:
+                    key = (*name, index) if isinstance(name, tuple) and name[0] != "burst" else None
+                    if key in self.committed and commit.digest(copies) != self.committed[key]:
+                        changed.append(list(key))
         self.rings.clear()
-        return {}
+        self.committed.clear()
+        return {"changed_kept": changed[:CHANGED_KEPT_MAX]}
 
     def cmd_burst(self, msg: dict[str, Any]) -> dict[str, Any]:
         """``calls`` back-to-back calls under ``baseline``'s flags, cycling through ``BURST_INPUT_SETS`` input sets
@@ -598,6 +618,7 @@ def main(conn: Connection, spec: dict[str, Any] | None = None) -> None:
                 "load": session.cmd_load, "fallback": session.cmd_fallback, "buffers": session.cmd_buffers, "time": session.cmd_time,
                 "memory": session.cmd_memory, "burst": session.cmd_burst, "kept": session.cmd_kept,
                 "drop": session.cmd_drop, "same": session.cmd_same}
+    session.commit = lambda entry: wire.send(conn, {"commit": entry})
     wire.send(conn, {"ok": True, "pid": os.getpid(), "isolation": isolation})
     while True:
         try:

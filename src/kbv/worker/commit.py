@@ -1,0 +1,58 @@
+"""A digest of a kept timed output, sent to the parent the moment its trial ends: the output the call returned is
+then on record outside the candidate's process, and a kept copy rewritten later (by a thread, or by a later
+untimed call that did the work the timed one skipped) no longer matches what the judge is shown.
+
+The digest is exact integer arithmetic on the output's bits, so the candidate's worker and the judge (the reference
+worker, on the same device) compute the same numbers: the words of the tensor (its elements' bytes read as
+integers), summed and summed with position weights, modulo 2**64. Matching a committed digest with
+different contents that still pass the judge would need those contents before the commitment, that is, the work
+done when the call ended (the time the burst's wall clock then sees).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+CHUNK = 1 << 24  # words per step: bounds the temporaries on large outputs (one int32 product per word)
+_WORD = {1: torch.uint8, 2: torch.int16, 4: torch.int32}
+_MASK = (1 << 64) - 1
+
+
+def tensor_digest(t: torch.Tensor) -> list[int]:
+    """[sum of the words, sum of word x position (each product modulo 2**32)], both modulo 2**64 (unsigned); the
+    words are the tensor's 4-byte words (2 or 1 bytes for narrower elements), positions count from 1 in each
+    chunk, plus the chunk's number."""
+    flat = torch.Tensor.reshape(torch.Tensor.detach(t), -1).contiguous()
+    size = flat.element_size()
+    words = flat.view(_WORD[4] if size % 4 == 0 else _WORD.get(size, torch.uint8))
+    sums = []
+    for k, start in enumerate(range(0, words.numel(), CHUNK)):
+        part = words[start:start + CHUNK]
+        weights = _positions(part.numel(), part.device)
+        sums += [part.sum(dtype=torch.int64), ((weights + k) if k else weights).mul(part).sum(dtype=torch.int64)]
+    if not sums:
+        return [0, 0]
+    totals = torch.stack(sums).view(-1, 2).sum(dim=0) if len(sums) > 2 else torch.stack(sums)
+    return [int(v) & _MASK for v in totals.tolist()]
+
+
+def digest(items: list[Any]) -> list[list[int]]:
+    """The digests of the tensors among a described output's items (``kbv.worker.session._describe_output``), in
+    order; other items have none."""
+    return [tensor_digest(item["tensor"]) for item in items
+            if isinstance(item, dict) and isinstance(item.get("tensor"), torch.Tensor)]
+
+
+_POSITIONS: dict[tuple[int, str], torch.Tensor] = {}
+
+
+def _positions(n: int, device: torch.device) -> torch.Tensor:
+    """1..n as int32 on ``device``, made once per size (every trial of a command has the same output sizes)."""
+    key = (n, str(device))
+    if key not in _POSITIONS:
+        if len(_POSITIONS) > 8:
+            _POSITIONS.clear()
+        _POSITIONS[key] = torch.arange(1, n + 1, dtype=torch.int32, device=device)
+    return _POSITIONS[key]
