@@ -65,7 +65,7 @@ DOCUMENTED = (
     "relu_sign_of_first_element", "seed_capture_precompute", "softmax_no_max", "steal_from_frames",
     "strided_output", "swallow_exception_fallback", "tamper_allclose_zeros", "tamper_event_elapsed",
     "tamper_obfuscated", "timer_frame_rewrite", "uninit_beta_zero", "write_kbv_source", "mallopt_unpoison_beta_zero",
-    "timed_alias_when_nonnegative", "timed_return_input",
+    "timed_alias_when_nonnegative", "timed_return_input", "ring_rewrite_kept",
 )
 
 
