@@ -24,7 +24,7 @@ from kbv.eval.evidence import PART_OF, Failure
 from kbv.eval.refcache import ReferenceTimingCache, cache_key
 from kbv.protocol import (
     BURST_DEVICE_BOUND, BURST_INPUT_SETS, BURST_MAX_CALLS, BURST_MAX_WALL_OVER_TIMED, BURST_MAX_WALL_SPEEDUP, BURST_MIN_CLAIM, BURST_MIN_CLAIM_CPU,
-    BURST_TARGET_MS, FIRST_TIMED_CALL, baseline_key,
+    BURST_TARGET_MS, CHANGED_KEPT_MAX, FIRST_TIMED_CALL, baseline_key,
     CPU_MEMORY_REPEATS, DEVICE_IN_USE_SLACK_BYTES, DISTRIBUTIONS, JUDGED_TIMED_CALLS_PER_PAIR, MEMORY_SLACK_BYTES,
     REFERENCE_REMEASURE_TRIALS, RING_BYTES, RING_DEVICE_FRACTION, TIMED_DISTRIBUTION_WEIGHTS, TIMING_ROUNDS, TIMING_RULES, TIMING_TRUNCATE_FACTOR, timed_call,
 )
@@ -378,7 +378,7 @@ class PerformanceStage:
         changed = dropped.get("changed_kept")
         if isinstance(changed, list) and changed:  # the worker's own word: a flag added, never one cleared
             self.ev.see("timed_output_mismatch")
-            self.draft.integrity.setdefault("kept_changed_after_commit", []).extend(changed[:20])
+            self.draft.integrity.setdefault("kept_changed_after_commit", []).extend(changed[:CHANGED_KEPT_MAX])
 
     def _burst_check(self, reference: Worker, candidate: Worker, samples: Samples, deadline: float) -> None:
         """The one check of the worker's timer against the parent's own clock, on back-to-back calls. Each role runs

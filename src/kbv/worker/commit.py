@@ -34,8 +34,7 @@ def tensor_digest(t: torch.Tensor) -> list[int]:
         sums += [part.sum(dtype=torch.int64), ((weights + k) if k else weights).mul(part).sum(dtype=torch.int64)]
     if not sums:
         return [0, 0]
-    totals = torch.stack(sums).view(-1, 2).sum(dim=0) if len(sums) > 2 else torch.stack(sums)
-    return [int(v) & _MASK for v in totals.tolist()]
+    return [int(v) & _MASK for v in torch.stack(sums).view(-1, 2).sum(dim=0).tolist()]
 
 
 def digest(items: list[Any]) -> list[list[int]]:
