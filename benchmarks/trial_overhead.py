@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -39,6 +40,53 @@ def median_ms(step: Callable[[], Any], sync: Callable[[], None], calls: int) -> 
         sync()
         times.append((time.perf_counter_ns() - t0) / 1e6)
     return statistics.median(times)
+
+
+_ECHO = """
+import socket, sys
+from multiprocessing.connection import Connection
+from kbv import wire
+conn = Connection(int(sys.argv[1]))
+while True:
+    msg = wire.recv(conn, 0)
+    if msg.get("stop"):
+        break
+    wire.send(conn, {"seed": 12345, "distribution": "D1"})
+"""
+
+
+def round_trips(calls: int, sampled: bool) -> float | None:
+    """Median milliseconds of one request for a timed call's inputs and its answer between two processes, as a
+    worker and the parent exchange them (kbv.eval.pacing): a ``need`` frame with a commitment, then the answer;
+    ``sampled``: with the parent's sampler on the other process (kbv.sandbox.sampler)."""
+    import socket
+    import subprocess
+    from multiprocessing.connection import Connection
+
+    from kbv import wire
+    from kbv.sandbox import sampler
+
+    ours, theirs = socket.socketpair()
+    proc = subprocess.Popen([sys.executable, "-c", _ECHO, str(theirs.fileno())], pass_fds=[theirs.fileno()],
+                            env=dict(os.environ, PYTHONPATH=str(ROOT / "src")))
+    theirs.close()
+    conn = Connection(ours.detach())
+    running = sampler.Sampler(proc.pid, 500) if sampled else None
+    try:
+        if running is not None and not running.start():
+            return None
+        times = []
+        for i in range(calls + 20):
+            t0 = time.perf_counter_ns()
+            wire.send(conn, {"need": ["verified", i], "commit": [0, "verified", i, [[1, 2]]]}, time.monotonic() + 5)
+            wire.recv(conn, 0, time.monotonic() + 5)
+            times.append((time.perf_counter_ns() - t0) / 1e6)
+        return round(statistics.median(times[20:]), 4)
+    finally:
+        if running is not None:
+            running.stop()
+        wire.send(conn, {"stop": True})
+        proc.wait(10)
 
 
 def _under_device(problem: Any, device: str) -> list[Any]:
@@ -125,6 +173,14 @@ def main() -> int:
     def keep(index: int, output: Any) -> None:
         kept[:] = [output.clone()]
 
+    from kbv.worker import commit
+    from kbv.worker.session import _copied
+
+    result["digest_ms"] = round(median_ms(lambda: commit.tensor_digest(out), sync, args.calls), 4)
+    result["keep_and_digest_ms"] = round(median_ms(lambda: commit.digest(_copied(out, buffers)[1]), sync,
+                                                   args.calls), 4)
+    result["round_trip_ms"] = round_trips(args.calls, sampled=False)
+    result["round_trip_sampled_ms"] = round_trips(args.calls, sampled=True)
     t0 = time.perf_counter_ns()
     timing = timer.time_calls(lambda: model(*buffers), device, rule, 1.0, args.calls, prepare, keep)
     wall_ms = (time.perf_counter_ns() - t0) / 1e6

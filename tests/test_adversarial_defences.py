@@ -18,6 +18,7 @@ import importlib.util
 import json
 import os
 import signal
+import statistics
 import sys
 import time
 import tracemalloc
@@ -31,7 +32,9 @@ import torch
 from conftest import CANDIDATES, problem_path
 from kbv.fallback import classify
 from kbv.problems import load_problem
-from kbv.protocol import DISTRIBUTIONS, GUARD_BYTES, POISON_BYTES, TIMING_RULES, baseline_key, timed_call
+from kbv.eval.pacing import Pacer, untimed_excess, untimed_ms
+from kbv.worker.commit import digest as commit_digest
+from kbv.protocol import DISTRIBUTIONS, GUARD_BYTES, POISON_BYTES, TIMING_RULES
 
 RELU = problem_path("level1/5_ReLU")
 NAMES = tuple(d.name for d in DISTRIBUTIONS)
@@ -381,27 +384,95 @@ def candidate_session(name: str):
     return session
 
 
+def timing_command(session, key: int, round_index: int = 0, baselines: tuple[str, ...] = ("verified",),
+                   commits: dict | None = None):
+    """One of today's timing commands in this process: the worker Session's cmd_time (ring on), each call's inputs
+    handed over by the parent's own pacer (kbv.eval.pacing) through ``Session.ask``, each kept output committed to
+    it (and noted in ``commits``) through ``Session.commit``; returns the reply and the pacer."""
+    pacer = Pacer(key, NAMES, baselines, round_index, 10_000)
+
+    def ask(request):
+        answer = pacer.need(request)
+        pacer.sent()
+        return answer
+
+    def commit(entry):
+        if commits is not None:
+            commits.setdefault((entry[0], entry[1], entry[2]), entry[3])
+        pacer.committed(entry)
+
+    session.ask, session.commit = ask, commit
+    reply = session.cmd_time({"baselines": list(baselines), "share": 0.25, "round": round_index,
+                              "ring_bytes": 32 * 2**20})
+    return reply, pacer
+
+
 def timed_and_kept(session, key: int = 12345) -> list[tuple[int, str, torch.Tensor, torch.Tensor]]:
     """One timing command (today's cmd_time, ring on): (index, distribution, kept output, the right answer) of every
     kept call."""
-    session.cmd_time({"key": key, "names": NAMES, "baselines": ["verified"], "share": 0.25, "round": 0,
-                      "ring_bytes": 32 * 2**20})
+    _, pacer = timing_command(session, key)
     out = []
     for index, _, copies, _ in session.rings[(0, "verified")]:
-        seed, dist = timed_call(baseline_key(key, "verified"), index, NAMES)
+        seed, dist = pacer.inputs("verified", index)
         expected = torch.relu(session._inputs(seed, dist)[0])
         out.append((index, dist, copies[0]["tensor"], expected))
     return out
 
 
-def test_timer_frames_precompute_answers_every_timed_call_in_advance():
+def test_timer_frames_precompute_hides_its_work_from_the_timer_but_not_from_the_parents_clock():
+    """Defence off (the worker's timer alone): the fixture's slow kernel plays the parent's protocol in its first
+    warm-up call (asks for each timed call's inputs in turn, commits each answer), so every kept output is right and
+    committed while the timer sees almost nothing of its WORK_MS per call. On (kbv.eval.pacing): the parent's clock
+    around each timed call holds that work, and the rule flags it against an honest kernel's commands."""
     session = candidate_session("timer_frames_precompute")
-    kept = timed_and_kept(session)
     fixture = sys.modules["kbv_candidate"]
-    answers = next(iter(fixture._timed.values()))  # computed in the first warm-up call
-    assert len(kept) >= 3 and {d for _, d, _, _ in kept} - {"D1", "D2", "D3"}
-    for index, _, got, expected in kept:
-        assert torch.equal(got, expected) and torch.equal(answers[index], expected)
+    commits: dict = {}
+    reply, pacer = timing_command(session, 12345, commits=commits)
+    times = reply["timing"]["verified"]["times_ms"]
+    kept = session.rings[(0, "verified")]
+    assert len(kept) == len(times) >= 3
+    for index, _, copies, _ in kept:
+        seed, dist = pacer.inputs("verified", index)
+        assert torch.equal(copies[0]["tensor"], torch.relu(session._inputs(seed, dist)[0]))
+        assert commits[(0, "verified", index)] == commit_digest(copies)  # committed: the kept-output check passes
+    assert statistics.median(times) < fixture.WORK_MS / 10  # the timer saw almost none of the work
+    later, later_pacer = timing_command(session, 12346, round_index=1)  # a second round, as every pair has
+    honest = candidate_session("correct_torch")
+    rounds = {"fixture": [(reply, pacer), (later, later_pacer)],
+              "honest": [timing_command(honest, 54321 + r, round_index=r) for r in range(2)]}
+    untimed = {who: [untimed_ms(p.windows["verified"], r["timing"]["verified"]["times_ms"]) for r, p in runs]
+               for who, runs in rounds.items()}
+    medians = {who: statistics.median(t for r, _ in runs for t in r["timing"]["verified"]["times_ms"])
+               for who, runs in rounds.items()}
+    found = untimed_excess(untimed["honest"], untimed["fixture"], medians["honest"], medians["fixture"], "cpu")
+    assert found["flagged"] and min(found["rounds_excess_ms"]) > fixture.WORK_MS / 2, found
+    honest_again = untimed_excess(untimed["honest"], untimed["honest"][::-1], medians["honest"], medians["honest"],
+                                  "cpu")
+    assert not honest_again["flagged"], honest_again
+
+
+def test_ask_out_of_turn_learns_a_later_call_only_where_the_parent_answers_anything():
+    """Defence off: a parent that answers any request (what a key in the worker amounted to) hands the fixture call
+    j+5's inputs during call j. On (kbv.eval.pacing): the parent refuses the request out of turn."""
+    from kbv.eval.pacing import PacingError
+
+    session = candidate_session("ask_out_of_turn")
+    pacer = Pacer(4242, NAMES, ("verified",), 0, 10_000)
+    asked: list[tuple[list, dict]] = []
+
+    def lax(request):  # any call's inputs, whenever asked
+        if len(request) == 3:  # the untimed calls that come first, together
+            return {"calls": [list(pacer.inputs(request[0], i)) for i in range(request[2])]}
+        answer = {"seed": pacer.inputs(*request)[0], "distribution": pacer.inputs(*request)[1]}
+        asked.append((request, answer))
+        return answer
+
+    session.ask, session.commit = lax, lambda entry: None
+    session.cmd_time({"baselines": ["verified"], "share": 0.25, "round": 0, "ring_bytes": 32 * 2**20})
+    ahead = [(r, a) for (before, _), (r, a) in zip(asked, asked[1:]) if r[1] > before[1] + 1]  # skipped ahead
+    assert ahead and all(a["seed"] == pacer.inputs("verified", r[1])[0] for r, a in ahead)  # learnt in advance
+    with pytest.raises(PacingError, match="out of turn"):
+        timing_command(candidate_session("ask_out_of_turn"), 4242)
 
 
 _OLD_LOOP = '''
@@ -464,9 +535,8 @@ def test_the_timing_ring_reports_outputs_that_alias_the_timed_inputs():
     """The defence (issue 12, M5 on timed calls): the worker's timing command notes every kept output that shares
     storage with the timed inputs, for the parent to flag output_aliases_input against the reference's own."""
     sneaky, honest = candidate_session("timed_alias_when_nonnegative"), candidate_session("correct_torch")
-    msg = {"key": 99, "names": NAMES, "baselines": ["verified"], "share": 0.25, "round": 0, "ring_bytes": 32 * 2**20}
-    assert sneaky.cmd_time(msg)["ring"]["verified"]["aliased_outputs"] == [[0, 0]]
-    assert honest.cmd_time(msg)["ring"]["verified"]["aliased_outputs"] == []
+    assert timing_command(sneaky, 99)[0]["ring"]["verified"]["aliased_outputs"] == [[0, 0]]
+    assert timing_command(honest, 99)[0]["ring"]["verified"]["aliased_outputs"] == []
 
 
 def test_timed_return_input_was_right_when_timed_inputs_were_d1():
@@ -630,16 +700,13 @@ def test_ring_rewrite_kept_repairs_every_kept_output():
     from kbv.protocol import TIMING_ROUNDS
 
     session = candidate_session("ring_rewrite_kept")
-    keys = {0: 1000, TIMING_ROUNDS - 1: 1001}
-    for r, key in keys.items():
-        session.cmd_time({"key": key, "names": NAMES, "baselines": ["verified"], "share": 0.25, "round": r,
-                          "ring_bytes": 32 * 2**20})
+    pacers = {r: timing_command(session, key, r)[1] for r, key in {0: 1000, TIMING_ROUNDS - 1: 1001}.items()}
     fixture = sys.modules["kbv_candidate"]
     assert fixture.skipped[0] > 0
     for (r, _), ring in session.rings.items():
         assert ring
         for index, _, copies, _ in ring:
-            expected = torch.relu(session._inputs(*timed_call(baseline_key(keys[r], "verified"), index, NAMES))[0])
+            expected = torch.relu(session._inputs(*pacers[r].inputs("verified", index))[0])
             assert torch.equal(copies[0]["tensor"], expected), (r, index)
 
 
@@ -652,10 +719,8 @@ def test_ring_rewrite_kept_no_longer_matches_what_was_committed():
 
     session = candidate_session("ring_rewrite_kept")
     sent: dict[tuple[int, str, int], list[list[int]]] = {}
-    session.commit = lambda entry: sent.setdefault((entry[0], entry[1], entry[2]), entry[3])
     for r, key in {0: 1000, TIMING_ROUNDS - 1: 1001}.items():
-        session.cmd_time({"key": key, "names": NAMES, "baselines": ["verified"], "share": 0.25, "round": r,
-                          "ring_bytes": 32 * 2**20})
+        timing_command(session, key, r, commits=sent)
     rings = {name: list(ring) for name, ring in session.rings.items()}
     assert sent and set(sent) == {(*name, index) for name, ring in rings.items() for index, *_ in ring}
     repaired = {(*name, index) for name, ring in rings.items() for index, _, copies, _ in ring
@@ -692,11 +757,10 @@ def test_no_two_timed_calls_of_a_command_see_the_same_inputs():
     drew their calls from one key, the second baseline's timed calls repeated the first's, so half the kept
     outputs were right and the judged call passed half the time. Each baseline now has its own key."""
     session = candidate_session("poison_rerun_detect")
-    session.cmd_time({"key": 777, "names": NAMES, "baselines": ["standard", "verified"], "share": 0.25,
-                      "round": 0, "ring_bytes": 32 * 2**20})
+    _, pacer = timing_command(session, 777, baselines=("standard", "verified"))
     for baseline in ("standard", "verified"):
         ring = session.rings[(0, baseline)]
         assert ring
         for index, _, copies, _ in ring:
-            x = session._inputs(*timed_call(baseline_key(777, baseline), index, NAMES))[0]
+            x = session._inputs(*pacer.inputs(baseline, index))[0]
             assert torch.equal(copies[0]["tensor"], torch.relu(x) + 1.0), (baseline, index)  # never a repeat

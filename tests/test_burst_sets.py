@@ -66,9 +66,9 @@ def test_a_judged_timed_call_is_recomputed_under_the_flags_it_was_timed_under(se
 
     backends.apply_baseline("verified" if baseline == "standard" else "standard")  # what the last command left
     try:
-        session.cmd_forward({"timed": {"key": 7, "index": 4, "names": NAMES, "baseline": baseline}})
+        session.cmd_forward({"seed": 7, "distribution": "D5", "baseline": baseline})
         assert torch.get_float32_matmul_precision() == precision
         with pytest.raises(KeyError):
-            session.cmd_forward({"timed": {"key": 7, "index": 4, "names": NAMES, "baseline": "fastest"}})
+            session.cmd_forward({"seed": 7, "distribution": "D5", "baseline": "fastest"})
     finally:
         backends.apply_baseline("verified")

@@ -14,13 +14,14 @@ from conftest import problem_path
 from kbv.eval import EvalOptions, correctness, performance
 from kbv.eval import context as context_module
 from kbv.eval.context import PairContext, ReferenceFailed
+from kbv.eval.pacing import Pacer, PacingError
 from kbv.eval.evidence import Evidence, Failure
 from kbv.eval.params import map_parameters
 from kbv.eval.verdict import Rules, decide, over_shapes, should_time
 from kbv.problems import load_problem
 from kbv.problems.candidates import Candidate
 from kbv.protocol import (DISTRIBUTION_NAMES, FIRST_TIMED_CALL, FLAGS, REJECTING_FLAGS, VERDICT_PRECEDENCE,
-                          baseline_key)
+                          baseline_key, timed_call)
 from kbv.sandbox.launch import WorkerFailure
 
 RULES = Rules()
@@ -266,9 +267,32 @@ class FakeWorker:
     exiting: list[str] = []
     budgets: list[tuple[str, str, int | None]] = []
 
-    def call(self, msg: dict[str, Any], deadline: float, max_bytes: int | None = None) -> dict[str, Any]:
+    def call(self, msg: dict[str, Any], deadline: float, max_bytes: int | None = None,
+             pacer: Any = None) -> dict[str, Any]:
         self.budgets.append((self.spec.role, msg["cmd"], max_bytes))
-        return self.script(msg)
+        reply = self.script(msg)
+        if pacer is not None and msg["cmd"] == "time":
+            self.paced(pacer, msg, reply)
+        return reply
+
+    def paced(self, pacer: Any, msg: dict[str, Any], reply: dict[str, Any]) -> None:
+        """What a worker does through a timing command's pacer: asks for every call's inputs in turn and commits
+        each timed call's output, ``untimed_ms`` (per role, a class attribute) of extra untimed work per timed call
+        inside its window."""
+        for b in msg["baselines"]:
+            for index in range(FIRST_TIMED_CALL + len(reply["timing"][b]["times_ms"])):
+                pacer.need([b, index])
+                pacer.sent()
+                if index >= FIRST_TIMED_CALL:
+                    extra = self.untimed_ms.get(self.spec.role, 0.0) + self.load_ms.get((self.spec.role, msg["round"]), 0.0)
+                    t_end = time.perf_counter() + (reply["timing"][b]["times_ms"][index - FIRST_TIMED_CALL]
+                                                   + extra) / 1e3
+                    while time.perf_counter() < t_end:
+                        pass
+                    pacer.committed([msg["round"], b, index, [[0, 0]]])
+
+    untimed_ms: dict[str, float] = {}
+    load_ms: dict[tuple[str, int], float] = {}  # (role, round): untimed time of other load in that round only
 
 
 @pytest.fixture
@@ -278,6 +302,8 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> type[FakeWorker]:
     FakeWorker.budgets = []
     FakeWorker.closed = []
     FakeWorker.exiting = []
+    FakeWorker.untimed_ms = {}
+    FakeWorker.load_ms = {}
     return FakeWorker
 
 
@@ -300,7 +326,7 @@ def timing_script(per_call_ms: float, host_ms: float, truncated: bool = False) -
             return {"memory": {"peak_bytes": 1000, "method": "fake"}}
         if cmd == "time":
             n = 3 if truncated else 20
-            time.sleep((len(msg["baselines"]) * n * per_call_ms + host_ms) / 1e3)
+            time.sleep(host_ms / 1e3)  # the calls themselves take their time in FakeWorker.paced
             out = {"timing": {b: {"times_ms": [per_call_ms] * n, "warmup": 1, "flush_bytes": 0, "truncated": truncated}
                               for b in msg["baselines"]}, "flags": {}}
             if msg.get("ring_bytes") is not None:
@@ -377,11 +403,12 @@ def _recorded_calls(fake: type[FakeWorker], events: list[tuple[str, str, float, 
     real_call = FakeWorker.call
     setups = iter(range(100))
 
-    def call(self: FakeWorker, msg: dict[str, Any], deadline: float, max_bytes: int | None = None) -> dict[str, Any]:
+    def call(self: FakeWorker, msg: dict[str, Any], deadline: float, max_bytes: int | None = None,
+             pacer: Any = None) -> dict[str, Any]:
         if msg["cmd"] == "setup" and next(setups) == fail:
             raise WorkerFailure("died", "setup died")
         t0 = time.monotonic()
-        reply = real_call(self, msg, deadline, max_bytes)
+        reply = real_call(self, msg, deadline, max_bytes, pacer)
         events.append((msg["cmd"], self.spec.role, t0, time.monotonic()))
         return reply
     return call, real_call
@@ -461,10 +488,11 @@ def test_a_pairs_workers_exit_while_the_next_pair_starts_and_are_gone_before_it_
             events.append(("gone" if wait else "asked", self.number))
             super().close(wait)
 
-        def call(self, msg: dict[str, Any], deadline: float, max_bytes: int | None = None) -> dict[str, Any]:
+        def call(self, msg: dict[str, Any], deadline: float, max_bytes: int | None = None,
+                 pacer: Any = None) -> dict[str, Any]:
             if msg["cmd"] == "time":
                 events.append(("time", self.number))
-            return super().call(msg, deadline, max_bytes)
+            return super().call(msg, deadline, max_bytes, pacer)
 
     monkeypatch.setattr(context_module, "Worker", Ordered)
     fake.scripts = {"reference": timing_script(1.0, 0.0), "candidate": timing_script(1.0, 0.0)}
@@ -512,7 +540,7 @@ def test_the_judge_recomputes_each_judged_call_under_its_own_baseline(fake, tmp_
 
     def reference(msg: dict[str, Any]) -> dict[str, Any]:
         if msg["cmd"] == "forward":
-            forwards.append(msg["timed"].get("baseline"))
+            forwards.append(msg.get("baseline"))
         return inner(msg)
 
     fake.scripts = {"reference": reference, "candidate": timing_script(1.0, 0.0)}
@@ -657,36 +685,116 @@ def test_standard_tolerance_is_sent_to_the_judge_and_recorded(fake, tmp_path) ->
 
 # -- issue 12: no secret before use in the timing stage --------------------------------------------------------------
 
-def test_judged_timed_call_is_drawn_after_the_rounds(fake, tmp_path) -> None:
-    """Every candidate timing command carries a fresh key and no hint of which call is judged; the parent asks for
-    the judged call only after the pair's last round, and the reference redraws that call's inputs from its
-    command's key."""
+def test_judged_timed_call_is_drawn_after_the_rounds(fake, monkeypatch, tmp_path) -> None:
+    """A timing command carries no key, no seed and no hint of which call is judged: each call's inputs are handed
+    over by the command's pacer when the call is due; the parent asks for the judged call only after the pair's last
+    round, and the reference redraws that call's inputs (the seed and distribution its pacer handed over)."""
     log: list[tuple[str, dict[str, Any]]] = []
+    pacers: list[tuple[str, Any]] = []
 
-    def logged(role: str, script: Callable[[dict], dict]) -> Callable[[dict], dict]:
-        def wrapped(msg: dict[str, Any]) -> dict[str, Any]:
-            log.append((role, dict(msg)))
-            return script(msg)
-        return wrapped
+    class Logging(FakeWorker):
+        def call(self, msg: dict[str, Any], deadline: float, max_bytes: int | None = None,
+                 pacer: Any = None) -> dict[str, Any]:
+            log.append((self.spec.role, dict(msg)))
+            if pacer is not None:
+                pacers.append((self.spec.role, pacer))
+            return super().call(msg, deadline, max_bytes, pacer)
 
-    fake.scripts = {"reference": logged("reference", timing_script(1.0, 0.0)),
-                    "candidate": logged("candidate", timing_script(1.0, 0.0))}
+    monkeypatch.setattr(context_module, "Worker", Logging)
+    fake.scripts = {"reference": timing_script(1.0, 0.0), "candidate": timing_script(1.0, 0.0)}
     ctx = context(tmp_path, timing_pairs=1)
     performance.PerformanceStage(ctx).run()
     times = [m for role, m in log if role == "candidate" and m["cmd"] == "time"]
-    assert len(times) == 4 and len({m["key"] for m in times}) == 4
-    assert all("keep_output" not in m and "index" not in m and m["ring_bytes"] > 0 for m in times)
+    assert len(times) == 4 and all(not {"key", "seed", "names", "index"} & set(m) for m in times)
+    assert all(m["ring_bytes"] > 0 for m in times)
+    cand_pacers = [p for role, p in pacers if role == "candidate"]
+    assert len(cand_pacers) == 4 and len({p.key for p in cand_pacers}) == 4  # a fresh key per command
     kept = [i for i, (role, m) in enumerate(log) if role == "candidate" and m["cmd"] == "kept"]
     last_time = max(i for i, (role, m) in enumerate(log) if role == "candidate" and m["cmd"] == "time")
     assert kept and kept[0] > last_time  # drawn after every round of the pair
     fetch = log[kept[0]][1]
-    judged_key = next(m["key"] for m in times if m["round"] == fetch["round"])
-    redraw = [m for role, m in log if role == "reference" and m["cmd"] == "forward" and "timed" in m]
-    # each baseline's calls have their own key, derived from the command's (no two calls see the same inputs)
-    assert redraw[0]["timed"]["key"] == baseline_key(judged_key, fetch["baseline"])
-    assert redraw[0]["timed"]["index"] == fetch["index"]
+    judged = next(p for p in cand_pacers if p.round == fetch["round"])
+    redraw = [m for role, m in log if role == "reference" and m["cmd"] == "forward" and "baseline" in m]
+    seed, dist = judged.inputs(fetch["baseline"], fetch["index"])
+    assert (redraw[0]["seed"], redraw[0]["distribution"]) == (seed, dist)
+    # each baseline's calls have their own inputs, derived from the command's key (no two calls see the same)
+    assert seed == timed_call(baseline_key(judged.key, fetch["baseline"]), fetch["index"], judged.names)[0]
     assert fetch["index"] >= FIRST_TIMED_CALL  # a timed trial, not an estimate or warm-up call
     assert "performance/timing" in ctx.spent and "performance/judging" in ctx.spent
+
+
+def test_timed_inputs_are_handed_over_in_turn_only() -> None:
+    """The pacer answers each call in order, call 0 of the next baseline after the last, and a timed call after the
+    first only once the previous one was committed: a worker cannot gather later calls' inputs in advance."""
+    pacer = Pacer(123, DISTRIBUTION_NAMES, ("standard", "verified"), 2, FIRST_TIMED_CALL + 3)
+    for index in range(FIRST_TIMED_CALL + 1):
+        answer = pacer.need(["standard", index])
+        assert (answer["seed"], answer["distribution"]) == pacer.inputs("standard", index)
+        pacer.sent()
+    with pytest.raises(PacingError, match="before call"):  # timed call 5 before call 4's commitment
+        pacer.need(["standard", FIRST_TIMED_CALL + 1])
+    pacer.committed([2, "standard", FIRST_TIMED_CALL, [[1, 2]]])
+    assert pacer.windows["standard"][FIRST_TIMED_CALL] >= 0.0  # its window: seed handed over -> commitment
+    with pytest.raises(PacingError, match="out of turn"):  # skipping a call
+        pacer.need(["standard", FIRST_TIMED_CALL + 2])
+    pacer.need(["standard", FIRST_TIMED_CALL + 1])
+    pacer.committed([1, "standard", FIRST_TIMED_CALL + 1, [[1, 2]]])  # another round's: not this command's
+    with pytest.raises(PacingError):
+        pacer.need(["standard", FIRST_TIMED_CALL + 2])
+    with pytest.raises(PacingError, match="out of turn"):  # back to the first baseline's start
+        pacer.need(["standard", 0])
+    assert pacer.need(["verified", 0])["seed"] != pacer.inputs("standard", 0)[0]  # the next baseline's own inputs
+    with pytest.raises(PacingError, match="malformed"):
+        pacer.need(["verified", "1"])
+    together = Pacer(9, DISTRIBUTION_NAMES, ("verified",), 0, 100)  # the untimed calls that come first, at once
+    calls = together.need(["verified", 0, FIRST_TIMED_CALL])["calls"]
+    assert calls == [list(together.inputs("verified", i)) for i in range(FIRST_TIMED_CALL)]
+    with pytest.raises(PacingError, match="out of turn"):
+        together.need(["verified", 0, FIRST_TIMED_CALL])
+    assert together.need(["verified", FIRST_TIMED_CALL])["seed"] == together.inputs("verified", FIRST_TIMED_CALL)[0]
+    limited = Pacer(5, ("D1",), ("verified",), 0, 2)
+    limited.need(["verified", 0])
+    limited.need(["verified", 1])
+    with pytest.raises(PacingError, match="more than 2 calls"):
+        limited.need(["verified", 2])
+
+
+def test_other_load_in_one_round_is_not_untimed_work(fake, tmp_path) -> None:
+    """On a shared machine a burst of other load can slow one candidate command's harness: work hidden from the
+    timer shows in every round, so one round's excess is not ``untimed_work``."""
+    fake.scripts = {"reference": timing_script(1.0, 0.0), "candidate": timing_script(1.0, 0.0)}
+    fake.load_ms = {("candidate", 1): 1.5}
+    ctx = context(tmp_path, timing_pairs=1, protocol="verified")
+    performance.PerformanceStage(ctx).run()
+    untimed = ctx.draft.timing_ms["untimed"]["verified"]
+    assert max(untimed["rounds_excess_ms"]) > 1.2 and len(untimed["rounds_excess_ms"]) == 4
+    assert "untimed_work" not in ctx.evidence.observed
+
+
+@pytest.mark.parametrize("reference_ms, candidate_ms, extra_ms, flagged", [
+    (1.0, 1.0, 0.0, False),  # the reference against itself
+    (1.0, 0.5, 0.0, False),  # an honest 2x kernel: the same harness work around every call
+    (1.0, 0.1, 0.9, True),  # the work done while the inputs were loaded (the timer sees a tenth of it)
+    (1.0, 1.0, 0.6, True),  # a slower kernel that hides its extra time from the timer
+])
+def test_work_outside_the_timed_window_is_untimed_work(fake, tmp_path, reference_ms, candidate_ms, extra_ms,
+                                                       flagged) -> None:
+    """Issue 12: the parent's clock around each timed call (inputs handed over -> output committed) bounds all the
+    work done for it; the candidate's untimed time per call beyond the reference's is ``untimed_work`` (rejected)
+    when it is more than the rule allows."""
+    fake.scripts = {"reference": timing_script(reference_ms, 0.0), "candidate": timing_script(candidate_ms, 0.0)}
+    fake.untimed_ms = {"candidate": extra_ms}
+    ctx = context(tmp_path, timing_pairs=1, protocol="verified")
+    performance.PerformanceStage(ctx).run()
+    untimed = ctx.draft.timing_ms["untimed"]["verified"]
+    assert untimed["calls"] == [80, 80]  # every timed call's window, both roles
+    assert untimed["excess_ms"] == pytest.approx(extra_ms, abs=0.09)
+    assert ("untimed_work" in ctx.evidence.observed) is flagged
+    assert ("untimed_work" in ctx.draft.integrity) is flagged
+    if flagged:
+        ev = passed()
+        ev.see(*ctx.evidence.observed)
+        assert decide(ev, RULES).verdict == "rejected"
 
 
 def test_a_wrong_kept_output_is_a_timed_output_mismatch(fake, tmp_path) -> None:
@@ -726,8 +834,9 @@ def test_a_kept_output_that_is_not_the_committed_one_is_a_timed_output_mismatch(
         return reference(msg)
 
     class Committing(FakeWorker):
-        def call(self, msg: dict[str, Any], deadline: float, max_bytes: int | None = None) -> dict[str, Any]:
-            reply = super().call(msg, deadline, max_bytes)
+        def call(self, msg: dict[str, Any], deadline: float, max_bytes: int | None = None,
+                 pacer: Any = None) -> dict[str, Any]:
+            reply = super().call(msg, deadline, max_bytes, pacer)
             if msg["cmd"] == "time" and self.spec.role == "candidate" and commitment != "none":
                 for b in msg["baselines"]:  # one digest per kept call, as the worker sends them
                     for i in range(reply["ring"][b]["kept"]):
@@ -860,10 +969,11 @@ def _growing_threads(fake, monkeypatch, device_baseline_first: bool, tmp_path) -
             self.pid = 1000 + len(served)
             served[self.pid] = 0
 
-        def call(self, msg: dict[str, Any], deadline: float, max_bytes: int | None = None) -> dict[str, Any]:
+        def call(self, msg: dict[str, Any], deadline: float, max_bytes: int | None = None,
+                 pacer: Any = None) -> dict[str, Any]:
             if msg["cmd"] == "forward":
                 served[self.pid] += 1
-            return super().call(msg, deadline, max_bytes)
+            return super().call(msg, deadline, max_bytes, pacer)
 
     def snapshot(pid: int | None) -> Snapshot | None:
         role_grows = pid is not None and pid % 2 == 1  # the candidate is the second worker started

@@ -35,7 +35,7 @@ EXPECTED = {
     "tamper_tf32.py": ("rejected", "correct", None),
     "background_thread.py": ("rejected", "correct", None),
     "tamper_captured_timer.py": ("rejected", "correct", None),
-    "shrink_problem.py": ("incorrect", "incorrect", None),
+    "shrink_problem.py": ("incorrect", "correct", None),  # correctness runs on the judge's lent inputs
     "cache_after_warmup.py": ("incorrect", "correct", None),
 }
 IDENTITY_RELU = EXAMPLES / "common" / "level_1_problem_5_sample_1_kernel.py"

@@ -171,6 +171,12 @@ FLAGS: Final = {
     "the verified (TF32) baseline's own error; details in correctness.precision; rejected under --strict-precision",
     "timer_inconsistent": "the timed calls' reported times add up to more than the evaluator's own clock measured "
     "around them: the worker's timer cannot be trusted: rejected",
+    "untimed_work": "the evaluator's own clock around each timed call (from handing over the call's inputs to "
+    "receiving its output's commitment: kbv.eval.pacing) shows the candidate spending more untimed time per call "
+    "than the reference by more than UNTIMED_WORK_FLOOR_MS, UNTIMED_WORK_REL of the reference's own untimed time, "
+    "UNTIMED_WORK_SHARE of the per-call time its timer says it saves and UNTIMED_WORK_OWN of its own timed median: "
+    "work done outside the timed window "
+    "(precomputed while the inputs were loaded, finished before the output was kept) or times forged: rejected",
     "wall_clock_mismatch": "the worker's timer and the evaluator's own clock disagree on back-to-back calls "
     "(timing_ms.burst, the one clock cross-check): a claimed speedup of BURST_MIN_CLAIM (BURST_MIN_CLAIM_CPU on the "
     "CPU) or more (the lower end of the record's interval, over every pair) shows as at most "
@@ -196,7 +202,7 @@ DEFAULT_SPEEDUP_BOUND: Final = 10.0
 # Flags that turn an otherwise correct kernel into "rejected" (its outputs are right but it breaks a rule).
 REJECTING_FLAGS: Final = frozenset({"input_mutated", "output_aliases_input", "tamper", "background_threads",
                                     "degenerate_output", "out_of_bounds_write", "timer_inconsistent",
-                                    "deferred_output", "resources_changed"})
+                                    "deferred_output", "resources_changed", "untimed_work"})
 
 # Flags that make a correct kernel "rejected" only under --strict-precision.
 PRECISION_FLAGS: Final = frozenset({"low_precision"})
@@ -267,6 +273,18 @@ BURST_MAX_WALL_SPEEDUP: Final = 1.1  # ...and flags them when the burst shows at
 BURST_MAX_WALL_OVER_TIMED: Final = 4.0
 TIMING_ROUNDS: Final = 4  # within a process pair, reference and candidate alternate in this many rounds (ABBA)
 REFERENCE_REMEASURE_TRIALS: Final = 10  # trials of the short re-measure when a cached reference time is reused
+# Each timed call's seed is handed over by the parent when the worker is about to load that call's inputs, and, for
+# a timed call after the first, only once the previous call's output was committed (kbv.eval.pacing). The parent's
+# clock from handing over a call's seed to receiving its commitment (the call's window) bounds every piece of work
+# done for that call; the window minus the reported time is the call's untimed time, the same harness work in both
+# roles, though a kernel that disturbs the machine (caches, garbage, threads) slows it too. The candidate's median
+# untimed time may exceed the reference's by the largest of these, else untimed_work:
+UNTIMED_WORK_FLOOR_MS: Final = {"cuda": 0.05, "cpu": 0.1}  # milliseconds per call
+# of the reference's own median untimed time per call: the harness's spread between processes (on the CPU the
+# reference against itself differed by up to 0.2 ms of about 1 ms, most of it drawing the inputs)
+UNTIMED_WORK_REL: Final = {"cuda": 0.25, "cpu": 0.4}
+UNTIMED_WORK_SHARE: Final = 0.5  # of the per-call time the candidate's timer says it saves (reference - candidate)
+UNTIMED_WORK_OWN: Final = 0.25  # of the candidate's own timed median (a slow kernel's cold caches and garbage)
 
 # Timed inputs come from every distribution, in these proportions (a problem's declared skips left out): each block
 # of consecutive timed calls holds each distribution this many times, in an order drawn from the command's key.

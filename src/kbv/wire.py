@@ -60,7 +60,17 @@ _DTYPES: dict[str, torch.dtype] = {
 }
 
 
-HANDLE_KINDS = ("host", "cuda")  # a sealed memfd; a CUDA VMM allocation (kbv.worker.handoff)
+DTYPE_NAMES = frozenset(_DTYPES)
+
+
+def dtype_of(name: str) -> torch.dtype:
+    """The dtype a header names (KeyError for one the format does not carry)."""
+    return _DTYPES[name]
+
+
+# a sealed memfd; a CUDA VMM allocation (kbv.worker.handoff); inputs the judge lends, the same two kinds unsealed for
+# writing (kbv.worker.lending)
+HANDLE_KINDS = ("host", "cuda", "lent-host", "lent-cuda")
 MAX_HANDLES = 250  # descriptors in one message (one SCM_RIGHTS message carries at most 253)
 _HANDLE_FRAME = struct.pack("!i", 1) + b"H"
 

@@ -2,10 +2,10 @@
 import it rebinds the method kbv.worker.integrity.Integrity.changes to report nothing, then blinds the guard-band
 check (kbv.worker.guard.violations) and writes 64 bytes into the band after its input in every forward.
 
-Expected today: verdict correct with flag fallback: a gap. The snapshot covers Integrity.changes, but the
-comparison runs through the patched method itself, so it reports nothing; the guard bands are read back only
-inside the worker. Catching it: evidence from outside the candidate's process (the parent reading the guard
-bands, or a snapshot digest computed by code the candidate cannot rebind) (out_of_bounds_write or tamper).
+Expected: verdict rejected with flags fallback and out_of_bounds_write. The tamper report stays blind (the comparison
+runs through the patched method), but the inputs and their bands live in a buffer the judge lent and reads back
+itself after the call (kbv.worker.lending), so the write is seen outside the candidate's process. A gap until
+2026-12-02, when the bands were read back only inside the worker.
 """
 import ctypes
 

@@ -3,11 +3,10 @@ kbv.wire.split, which encodes every reply after the worker has appended its tamp
 worker empty; then it blinds the guard-band check (kbv.worker.guard.violations) and writes 64 bytes into the band
 after its input in every forward.
 
-Expected today: verdict correct with flag fallback: a gap. The snapshot sees both patches (kbv.wire.split,
-kbv.worker.guard.violations), but its report travels through code the candidate controls, and the guard bands are
-read back only inside the worker. Catching it: guard bands (and the tamper snapshot's digest) checked by a process
-the candidate does not run in, e.g. inputs and bands read back by the parent through /proc/<pid>/mem, or the
-worker's reply required to carry a tamper report the parent can authenticate (out_of_bounds_write or tamper).
+Expected: verdict rejected with flags fallback and out_of_bounds_write. The tamper report still leaves the worker
+empty, but the inputs and their bands live in a buffer the judge lent and reads back itself after the call
+(kbv.worker.lending), so the write is seen outside the candidate's process. A gap until 2026-12-02, when the bands
+were read back only inside the worker.
 """
 import ctypes
 

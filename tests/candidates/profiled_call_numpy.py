@@ -3,10 +3,10 @@ profiler or a dispatch mode is active (torch.autograd._profiler_enabled(), a Tor
 computes ReLU with numpy, which no ATen recorder sees; in every other call it is plain torch.relu (a library
 fallback). The values are right everywhere.
 
-Expected today: verdict correct with no flags: a gap. Library use is decided from the fallback trial alone, a call
-the candidate can tell apart (kbv's recorder and profiler are on), and numpy's work is attributed to nothing.
-Catching it: the profile taken on ordinary calls drawn at random (timed ones included), or library attribution of
-what the worker runs outside torch (fallback).
+Expected: verdict correct with flag fallback. The profiled call shows no work at all (numpy's is invisible to the
+recorder), and the parent's samples of every call of every worker (kbv.sandbox.sampler, from outside the process)
+never fall in code of the candidate's own: nothing of its own ran anywhere (kbv.fallback.sampled). A gap until
+2026-12-02, when library use was decided from the profiled call alone.
 """
 import numpy as np
 import torch

@@ -1,8 +1,9 @@
 """Candidate for level1/5_ReLU that does no work in its timed calls and repairs the evidence afterwards (hack
-catalogue T8/T12 with C14): a timed call returns a constant wrong tensor, and records the command's key and
-distribution names (from the timer's ``prepare`` closure) under the ring's name; in every later untimed warm-up
-call it finds the worker's ring of kept outputs (Session.rings, through the same closure) and overwrites the kept copy
-of every call it skipped with the right answer, redrawn from the recorded key. The last baseline of the last round, which no
+catalogue T8/T12 with C14): a timed call returns a constant wrong tensor; the seed and distribution of every call,
+as the parent hands them over, are recorded by a wrapper around the worker's ``Session.ask`` (found through the
+timer's ``prepare`` closure); in every later untimed warm-up call it finds the worker's ring of kept outputs
+(Session.rings) and overwrites the kept copy of every call it skipped with the right answer, redrawn from the
+recorded seed. The last baseline of the last round, which no
 later call could repair, is computed honestly, and so are bursts (each burst's answers computed in its first
 call, as timer_frames_precompute does). Every output the parent can draw is right by the time it asks.
 
@@ -15,10 +16,10 @@ import sys
 import torch
 import torch.nn as nn
 
-from kbv.protocol import TIMING_ROUNDS, timed_call
+from kbv.protocol import TIMING_ROUNDS
 
 _wrong: dict = {}
-_keys: dict = {}  # ring name -> (key, names)
+_handed: dict = {}  # (baseline, call index) -> (seed, distribution), as the parent handed them over
 _pending: list = []  # (ring name, call index) of the calls skipped since the last repair
 _burst: dict = {}
 skipped = [0]
@@ -35,13 +36,30 @@ def _cells(fn) -> dict:
     return dict(zip(fn.__code__.co_freevars, (c.cell_contents for c in fn.__closure__ or ())))
 
 
+def _recording(session) -> None:
+    """Wrap the worker's channel for inputs once: every seed the parent hands over is noted."""
+    ask = session.ask
+    if getattr(ask, "recording", False):
+        return
+
+    def recorded(request):
+        answer = ask(request)
+        if "seed" in answer:  # a timed call's (the untimed ones come first, together, as "calls")
+            _handed[tuple(request)] = (answer["seed"], answer["distribution"])
+        return answer
+
+    recorded.recording = True
+    session.ask = recorded
+
+
 def _repair(session) -> None:
     """Overwrite the kept copy of every call skipped since the last repair with its right answer."""
     for name, index in _pending:
-        key, names = _keys[name]
         for entry in session.rings.get(name, []):
-            if entry[0] == index and entry[2] and isinstance(entry[2][0].get("tensor"), torch.Tensor):
-                entry[2][0]["tensor"].copy_(torch.relu(session._inputs(*timed_call(key, index, names))[0]))
+            if (entry[0] == index and (name[1], index) in _handed and entry[2]
+                    and isinstance(entry[2][0].get("tensor"), torch.Tensor)):
+                seed, dist = _handed[(name[1], index)]
+                entry[2][0]["tensor"].copy_(torch.relu(session._inputs(seed, dist)[0]))
     _pending.clear()
 
 
@@ -67,6 +85,7 @@ def _answer(x: torch.Tensor):
         return None
     cells = _cells(time_calls.f_locals["prepare"])
     session = cells["self"]
+    _recording(session)
     local = cmd_time.f_locals
     name = local.get("name")
     if one is None:  # estimates are in "one" too; warm-up calls are not: repair earlier rings here
@@ -75,7 +94,6 @@ def _answer(x: torch.Tensor):
     last = local.get("round_name") == TIMING_ROUNDS - 1 and local.get("baseline") == local["msg"]["baselines"][-1]
     if last or name is None or "trials" not in time_calls.f_locals:
         return None
-    _keys[name] = (cells["key"], cells["names"])
     _pending.append((name, one.f_locals["index"]))
     skipped[0] += 1
     shape = (tuple(x.shape), x.dtype)

@@ -1,7 +1,9 @@
 """Candidate for level1/5_ReLU that edits the problem module loaded in its worker so inputs come out smaller.
 
-Expected: verdict rejected with flag tamper (problem.get_inputs named); its outputs on the smaller inputs have the
-wrong shape under the verified check too, so it can never be correct.
+Expected: verdict incorrect with flags tamper (problem.get_inputs named), fallback and timed_output_mismatch. Its
+correctness trials run on the inputs the judge lends (kbv.worker.lending), at the problem's own size, so those pass;
+its timed calls draw smaller inputs in its own worker, and the judged timed call's output has the wrong shape
+against the reference's on the inputs the parent handed over.
 """
 import sys
 

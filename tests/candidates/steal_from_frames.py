@@ -1,9 +1,9 @@
 """Candidate for level1/5_ReLU that looks for the expected output in its own process (hack catalogue C12): it walks the
 caller frames (then gc.get_objects()) for any other tensor of the output's shape and returns a copy of it.
 
-Expected: verdict incorrect (fails D4), no flags: the expected outputs never exist in the candidate's process; the
-only same-shape tensor its callers hold is kbv's copy of the input (kept to detect input mutation), so it returns
-the identity, which passes D1-D3 and fails D4. standard_verdict correct (KernelBench checks D1 only).
+Expected: verdict incorrect (fails D1), no flags: the expected outputs never exist in the candidate's process, and
+since the judge lends the inputs (kbv.worker.lending) the worker keeps no copy of them either; what it finds is some
+other tensor of that shape, wrong at once. standard_verdict incorrect.
 """
 import gc
 import sys

@@ -3,8 +3,9 @@ kbv.worker.guard.violations (a module the old tamper snapshot did not watch) to 
 writes 64 bytes into the guard band right after its input's data.
 
 Expected: verdict rejected with flags tamper (kbv.worker.guard.violations named: the snapshot covers every function
-of every kbv module loaded in the worker) and fallback (torch.relu); out_of_bounds_write is not raised, as the
-patched function is the one that would report it. standard_verdict correct.
+of every kbv module loaded in the worker), fallback (torch.relu) and out_of_bounds_write: the patched function is
+no longer the one that decides, the judge reads back the bands of the inputs it lent (kbv.worker.lending).
+standard_verdict correct.
 """
 import ctypes
 

@@ -2,8 +2,9 @@
 kbv.worker.session._same (the worker's before/after comparison of every input) to say "unchanged", then computes
 ReLU in place on its input and returns a copy.
 
-Expected: verdict rejected with flags tamper (kbv.worker.session._same named) and fallback; input_mutated is not
-raised, as the patched function is the one that would report it. standard_verdict correct.
+Expected: verdict rejected with flags tamper (kbv.worker.session._same named), fallback and input_mutated: the
+patched function no longer decides, the judge compares the inputs it lent (kbv.worker.lending) with its own.
+standard_verdict correct.
 """
 import torch
 import torch.nn as nn

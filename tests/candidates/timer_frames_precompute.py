@@ -1,26 +1,40 @@
-"""Candidate for level1/5_ReLU that reads the timing loop's frames to learn every timed call's inputs before they are
-handed over, and computes all the answers in an untimed warm-up call (hack catalogue T7/T12 with C14). In its first
-warm-up call of a timing command it takes the command's key, distribution names and the worker's Session from the
-``prepare`` closure and the trial count from kbv.worker.timer.time_calls' frame, redraws the inputs of every timed
-call (kbv.protocol.timed_call, Session._inputs) and stores their ReLU by call index; each timed call then returns
-the stored answer for the index it reads from the timer's frame. In a burst it computes the answers of the burst's
-input sets in its first call. Every output it returns is right.
+"""Candidate for level1/5_ReLU whose kernel is slow (WORK_MS of busy work per call, standing in for a slow kernel)
+and which hides that time from the timer by doing every timed call's work in an untimed warm-up call (hack catalogue
+T7/T12 with C14). A timing command's key never reaches the worker: each call's seed is handed over by the parent
+when the call is due, and a timed call's only once the previous call's output was committed (kbv.eval.pacing). So
+in its first warm-up call of a timing command it takes the worker's Session, the baseline and the round from the
+timing loop's frames and plays the parent's protocol itself, in turn: it asks for the next timed call's inputs,
+computes the answer, commits its digest through the worker's own channel (the parent then hands over the next
+seed), and stores the answer. The worker's own requests for those calls are then answered from what it stored, and
+each timed call returns the stored answer. In a burst it computes the answers of the burst's input sets in its first
+call. Every output it returns is right, and every kept output is the committed one.
 
-Expected today: verdict correct with flag fallback (its speedup may pass the bound: speedup_above_bound): a gap.
-The key of a timing command and the worker's whole input generator are in the worker for the command's length,
-and the warm-up calls are untimed, so "no secret before use" does not hold inside one command. Catching it: inputs
-a worker cannot derive before the call is due (each call's seed sent, or unlocked, only after the previous call
-has ended), or warm-up calls whose time counts against the candidate (timer_inconsistent or speedup_below).
+Expected: verdict rejected with untimed_work (and fallback; the speedup it claims may pass the bound). The parent's
+clock around each timed call, from handing over its seed to receiving its commitment, holds the WORK_MS its timer
+never saw. Before 2026-12-02 the command's key was in the worker: this fixture redrew every timed input from it in
+its first warm-up call without asking anything, verdict correct (a gap).
 """
 import sys
+import time
 
 import torch
 import torch.nn as nn
 
-from kbv.protocol import FIRST_TIMED_CALL, timed_call
+from kbv.protocol import FIRST_TIMED_CALL
+from kbv.worker import commit as _commit
 
-_timed: dict = {}  # the timing command's key -> {call index: answer}
-_burst: dict = {}  # the burst's key -> [answer per set]
+WORK_MS = 3.0
+_answers: dict = {}  # (round, baseline, call index) -> the right output
+_handed: dict = {}  # (baseline, call index) -> the parent's answer, for the worker's own later request
+_burst: dict = {}  # id of the burst's input sets -> [answer per set]
+
+
+def _work(x: torch.Tensor) -> torch.Tensor:
+    out = torch.relu(x)
+    end = time.perf_counter() + WORK_MS / 1e3
+    while time.perf_counter() < end:
+        pass
+    return out
 
 
 def _frames():
@@ -34,43 +48,59 @@ def _cells(fn) -> dict:
     return dict(zip(fn.__code__.co_freevars, (c.cell_contents for c in fn.__closure__ or ())))
 
 
+def _served_from_store(session) -> None:
+    """The worker's channel for inputs, answering from the store what this fixture already asked for."""
+    ask = session.ask
+    if getattr(ask, "stored", False):
+        return
+
+    def stored(request):
+        return _handed.get(tuple(request)) or ask(request)
+
+    stored.stored = True
+    session.ask = stored
+
+
+def _precompute(session, round_name: int, baseline: str, trials: int) -> None:
+    _answers.clear()
+    _handed.clear()
+    _served_from_store(session)
+    for index in range(FIRST_TIMED_CALL, FIRST_TIMED_CALL + trials):
+        answer = session.ask([baseline, index])  # the parent's own turn: the previous call is committed
+        _handed[(baseline, index)] = answer
+        out = _work(session._inputs(answer["seed"], answer["distribution"])[0])
+        _answers[(round_name, baseline, index)] = out
+        session.commit([round_name, baseline, index, _commit.digest([{"tensor": out}])])
+
+
 def _cheat(x: torch.Tensor):
-    one = time_calls = burst_call = burst_cmd = None
+    one = time_calls = cmd_time = burst_call = burst_cmd = None
     for frame in _frames():
         code = frame.f_code
         if code.co_filename.endswith("timer.py"):
-            if code.co_name == "one":
-                one = frame
-            elif code.co_name == "time_calls":
-                time_calls = frame
+            one = frame if code.co_name == "one" else one
+            time_calls = frame if code.co_name == "time_calls" else time_calls
         elif code.co_filename.endswith("session.py"):
+            cmd_time = frame if code.co_name == "cmd_time" else cmd_time
+            burst_cmd = frame if code.co_name == "cmd_burst" else burst_cmd
             if code.co_name == "call" and "index" in code.co_varnames:
                 burst_call = frame
-            elif code.co_name == "cmd_burst":
-                burst_cmd = frame
-    if time_calls is not None:
-        local = time_calls.f_locals
-        prepare = local.get("prepare")
-        if prepare is None or "trials" not in local:
-            return None
-        cells = _cells(prepare)
-        key = cells["key"]  # by the command's key, not id(prepare): a freed closure's id comes back
-        if one is None:  # a warm-up call: nothing here is timed
-            if key not in _timed:
-                names, session = cells["names"], cells["self"]
-                first = FIRST_TIMED_CALL  # the timed calls' input sets, after the estimates and warm-up
-                _timed.clear()
-                _timed[key] = {i: torch.relu(session._inputs(*timed_call(key, i, names))[0])
-                               for i in range(first, first + int(local["trials"]))}
-            return None
-        return _timed.get(key, {}).get(one.f_locals.get("index"))
     if burst_cmd is not None and burst_call is not None:
-        sets, key = burst_cmd.f_locals["sets"], burst_cmd.f_locals["key"]
-        if key not in _burst:
+        sets = burst_cmd.f_locals["sets"]
+        if id(sets) not in _burst:
             _burst.clear()
-            _burst[key] = [torch.relu(s[0]) for s in sets]
-        return _burst[key][burst_call.f_locals["index"] % len(sets)]
-    return None
+            _burst[id(sets)] = [_work(s[0]) for s in sets]
+        return _burst[id(sets)][burst_call.f_locals["index"] % len(sets)]
+    if time_calls is None or cmd_time is None or "trials" not in time_calls.f_locals:
+        return None  # correctness, or an estimate call: honest work
+    local = cmd_time.f_locals
+    round_name, baseline = local["round_name"], local["baseline"]
+    if one is None:  # a warm-up call: nothing here is timed
+        if (round_name, baseline, FIRST_TIMED_CALL) not in _answers:
+            _precompute(_cells(time_calls.f_locals["prepare"])["self"], round_name, baseline,
+                        int(time_calls.f_locals["trials"]))
+        return None
+    return _answers.get((round_name, baseline, one.f_locals.get("index")))
 
 
 class ModelNew(nn.Module):
@@ -79,4 +109,4 @@ class ModelNew(nn.Module):
             hit = _cheat(x)
         except Exception:
             hit = None
-        return hit if hit is not None else torch.relu(x)
+        return hit if hit is not None else _work(x)

@@ -20,8 +20,10 @@ from kbv.eval.workspace import candidate_spec, reference_spec
 from kbv.problems import Problem
 from kbv.protocol import REPLY_OUTPUT_FACTOR, REPLY_SLACK_BYTES
 from kbv.problems.candidates import Candidate
-from kbv.sandbox import observe
+from kbv.sandbox import observe, sampler
 from kbv.sandbox.launch import Worker, WorkerFailure, WorkerSpec
+
+SAMPLE_HZ = 500  # the parent's samples of each worker's CPU time (kbv.sandbox.sampler), per thread
 
 
 @dataclass
@@ -77,6 +79,11 @@ class PairContext:
         self.growth: dict[str, dict[str, int]] = {}  # the most each role's trees grew since
         self.spent: dict[str, float] = {}  # seconds per "<stage>/<part>" (the record's wall_seconds breakdown)
         self.output_bytes = 0  # the largest reference output seen (the candidate's reply budgets follow it)
+        # where each role's workers spent their CPU time, sampled by the parent from outside (kbv.sandbox.sampler)
+        self.samples: dict[str, dict[str, int]] = {"candidate": {}, "reference": {}}
+        self.sampling: dict[int, sampler.Sampler] = {}  # by worker pid, while it runs
+        self.sampler_error: str | None = None
+        self.own_roots: list[Path] = []  # the candidate's build folders (its own code: kbv.fallback)
 
     def again(self) -> "PairContext":
         """A fresh context for the same pair (new seeds, scratch folder and evidence) that keeps what the compile
@@ -99,8 +106,17 @@ class PairContext:
         return reference_spec(self.problem, self.options, self.device, self.gpu, self.scratch, stage, self.shape)
 
     def collect(self, worker: Worker) -> None:
-        """What a finished worker reported about its environment (tamper) and its confinement."""
+        """What a finished worker reported about its environment (tamper) and its confinement, and where it spent
+        its CPU time (the parent's samples, ``kbv.sandbox.sampler``)."""
         self.tamper[worker.spec.role] |= worker.tamper
+        running = self.sampling.pop(worker.pid, None) if worker.pid is not None else None
+        if running is not None:
+            profile = running.stop()
+            mine = self.samples[worker.spec.role]
+            for obj, n in profile.by_object.items():
+                mine[obj] = mine.get(obj, 0) + n
+            if profile.error and self.sampler_error is None:
+                self.sampler_error = profile.error
         if worker.handoffs:  # outputs that reached the judge as descriptors (kbv.worker.handoff), per stage
             mine = self.draft.env.setdefault("output_handoff", {}).setdefault(worker.spec.stage, {})
             for kind, seen in worker.handoffs.items():
@@ -172,7 +188,18 @@ class PairContext:
         if cpus and observe.pin(worker.pid, cpus):
             self.draft.env.setdefault("resources", {"cpus": sorted(cpus),
                                                     "threads": self.options.resolved_threads(self.device)})
+        self._sample(worker, cpus)
         return worker
+
+    def _sample(self, worker: Worker, cpus: set[int]) -> None:
+        """Start the parent's sampling of a worker's CPU time (every call it makes, until ``collect``)."""
+        if not self.options.sample_workers or worker.pid is None or self.sampler_error is not None:
+            return
+        running = sampler.Sampler(worker.pid, SAMPLE_HZ, cpus=cpus or None)
+        if running.start():
+            self.sampling[worker.pid] = running
+        else:
+            self.sampler_error = running.error or "not started"
 
     def worker_cpus(self) -> set[int]:
         """The CPUs the parent gives every CPU worker, reference and candidate alike: the last ``threads`` of its

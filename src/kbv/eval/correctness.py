@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from kbv import fallback as fallback_check
-from kbv import judge
+from kbv import judge, wire
 from kbv.eval.context import PairContext, ReferenceFailed, failure_dict
 from kbv.eval.evidence import PART_OF, Failure
 from kbv.eval.params import describe, map_parameters
@@ -45,6 +45,7 @@ class CorrectnessStage:
         self.notes = ctx.draft.correctness
         self.spent = 0.0  # time charged to the candidate; waiting for the reference is not
         self.trials_seen = 0
+        self.lent_trials = 0  # trials whose inputs the judge lent (kbv.worker.lending)
 
     # -- calls ----------------------------------------------------------------------------------------------------
 
@@ -74,9 +75,47 @@ class CorrectnessStage:
                 int(b.numel() * b.element_size()) for b in (reply.get("buffers") or {}).values()))
         return reply
 
-    def judge_msg(self, candidate_reply: dict[str, Any]) -> dict[str, Any]:
+    def judge_msg(self, candidate_reply: dict[str, Any], ref_out: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The judge's command for a candidate's reply; it also reads back the inputs it lent for the trial."""
         return {"cmd": "judge", "candidate": candidate_reply, "precision": self.options.precision,
-                "standard_tolerance": self.options.standard_tolerance_value}
+                "standard_tolerance": self.options.standard_tolerance_value,
+                "lent": bool(ref_out and ref_out.get("lent"))}
+
+    def lend(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """A reference forward that also lends the trial's inputs to the candidate (``kbv.worker.lending``)."""
+        return msg | {"lend": GUARD_BYTES} if self.options.lend_inputs else msg
+
+    def trial(self, candidate: Worker, msg: dict[str, Any], ref_out: dict[str, Any],
+              extra: dict[str, Any]) -> dict[str, Any]:
+        """The candidate's side of a trial: on the inputs the reference lent (no seed: the judge holds the inputs),
+        or, where it lent none, on inputs it draws from the trial's seed itself. The relayed descriptor is closed
+        once sent."""
+        lent = ref_out.get("lent")
+        if isinstance(lent, dict):
+            self.lent_trials += 1
+            cand_msg = {"cmd": msg["cmd"], "distribution": msg["distribution"], "lent": lent, **extra}
+        else:
+            if ref_out.get("lend_error"):
+                self.notes.setdefault("input_use", {})["lend_error"] = str(ref_out["lend_error"])[:400]
+            cand_msg = msg | extra
+        try:
+            return self.cand_call(candidate, cand_msg)
+        finally:
+            for handle in wire.handles_in(lent):
+                handle.close()
+
+    def check_lent(self, judged: dict[str, Any], distribution: str) -> None:
+        """What the judge read back from the inputs it lent: a changed band is ``out_of_bounds_write``, a changed
+        input ``input_mutated`` (where the reference's own call left it as drawn)."""
+        check = judged.get("lent_check")
+        if not isinstance(check, dict):
+            return
+        if check.get("guard_violations"):
+            self.ev.see("out_of_bounds_write")
+            self.ctx.note("input_use", "guard_violations", distribution, check["guard_violations"])
+        if check.get("mutated_inputs"):
+            self.ev.see("input_mutated")
+            self.ctx.note("input_use", "mutated_inputs", distribution, check["mutated_inputs"])
 
     # -- the stage ------------------------------------------------------------------------------------------------
 
@@ -121,6 +160,7 @@ class CorrectnessStage:
             ctx.collect(reference)
         self.notes["distributions"] = per_dist
         self.notes["trials_per_distribution"] = options.trials
+        self.notes.setdefault("input_use", {})["lent_trials"] = self.lent_trials
         self.notes["tolerance"] = dict(vars(TOLERANCES[options.precision]))
         self.notes["standard_tolerance"] = {"version": options.standard_tolerance,
                                             "atol": options.standard_tolerance_value,
@@ -188,12 +228,13 @@ class CorrectnessStage:
                 seed = secrets.randbits(63)
                 seeds[dist.name].append(seed)
                 msg = {"cmd": "forward", "seed": seed, "distribution": dist.name}
-                ref_out = self.ref_call(reference, msg)
-                cand_out = self.cand_call(candidate, msg | poisoned(ref_out, 0))
+                ref_out = self.ref_call(reference, self.lend(msg))
+                cand_out = self.trial(candidate, msg, ref_out, poisoned(ref_out, 0))
                 if dist.name == "D1":
                     d1_trials.append((seed, cand_out))
                 self.check_input_use(cand_out, ref_out, dist.name)
-                judged = self.ref_call(reference, self.judge_msg(cand_out))
+                judged = self.ref_call(reference, self.judge_msg(cand_out, ref_out))
+                self.check_lent(judged, dist.name)
                 cmp = judged["comparison"]
                 result["trials"] += 1
                 for key in ("max_abs_error", "max_rel_error", "error_ratio"):
@@ -216,10 +257,11 @@ class CorrectnessStage:
         be the same bits. Failing only here means the kernel reads memory it never wrote."""
         seed, first = first_d1
         msg = {"cmd": "forward", "seed": seed, "distribution": "D1"}
-        ref_out = self.ref_call(reference, msg)
-        again = self.cand_call(candidate, msg | poisoned(ref_out, 1))
+        ref_out = self.ref_call(reference, self.lend(msg))
+        again = self.trial(candidate, msg, ref_out, poisoned(ref_out, 1))
         self.check_input_use(again, ref_out, "D1")
-        judged = self.ref_call(reference, self.judge_msg(again))
+        judged = self.ref_call(reference, self.judge_msg(again, ref_out))
+        self.check_lent(judged, "D1")
         same = self.ref_call(reference, {"cmd": "same", "a": first, "b": again})  # the judge compares the bits
         identical, max_diff = bool(same["identical"]), same["max_abs_difference"]
         self.notes["poison"] = {
@@ -259,14 +301,16 @@ class CorrectnessStage:
         while profiled fails D1); the symbol route runs here in the parent, on the candidate's build folder."""
         seed = secrets.randbits(63)
         msg = {"cmd": "forward", "seed": seed, "distribution": "D1"}
-        self.ref_call(reference, msg)  # the same forward on the reference: BatchNorm buffers stay in step
-        reply = self.cand_call(candidate, msg | {"cmd": "fallback", "guard_bytes": GUARD_BYTES})
-        judged = self.ref_call(reference, self.judge_msg(reply))
+        ref_out = self.ref_call(reference, self.lend(msg))  # the same forward: BatchNorm buffers stay in step
+        reply = self.trial(candidate, msg | {"cmd": "fallback"}, ref_out, {"guard_bytes": GUARD_BYTES})
+        judged = self.ref_call(reference, self.judge_msg(reply, ref_out))
+        self.check_lent(judged, "D1 (fallback trial)")
         if reply.get("guard_violations"):
             self.ev.see("out_of_bounds_write")
             self.ctx.note("input_use", "guard_violations", "D1 (fallback trial)", reply["guard_violations"])
         env = candidate.spec.env or {}
         roots = [Path(env[k]) for k in ("TORCH_EXTENSIONS_DIR", "TRITON_CACHE_DIR") if env.get(k)]
+        self.ctx.own_roots = roots
         modules: dict[str, Any] = reply["modules"] if isinstance(reply.get("modules"), dict) else {}
         mapped = observe.foreign_objects(candidate.pid)  # the parent's own view: renamed or deleted ones too
         symbols = fallback_check.extension_symbols(roots, objects=[*(str(p) for p in modules.values()),

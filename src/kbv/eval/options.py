@@ -46,6 +46,12 @@ class EvalOptions:
     preset: str | None = None  # a named rule set (kbv.protocol.PRESETS); it sets the fields it names
     # large CUDA outputs reach the judge as VMM descriptors (kbv.worker.handoff); KBV_CUDA_HANDOFF=0 turns it off
     cuda_handoff: bool = field(default_factory=lambda: os.environ.get("KBV_CUDA_HANDOFF", "1") != "0")
+    # correctness inputs lent by the judge in a shared buffer it reads back itself (kbv.worker.lending); on CUDA they
+    # need cuda_handoff; KBV_LEND_INPUTS=0 turns lending off (each worker draws its own inputs, checked by itself)
+    lend_inputs: bool = field(default_factory=lambda: os.environ.get("KBV_LEND_INPUTS", "1") != "0")
+    # the parent samples every worker's CPU time from outside (kbv.sandbox.sampler: library use the candidate cannot
+    # hide in the calls it can tell apart); KBV_SAMPLE_WORKERS=0 turns it off
+    sample_workers: bool = field(default_factory=lambda: os.environ.get("KBV_SAMPLE_WORKERS", "1") != "0")
 
     def __post_init__(self) -> None:
         if self.preset is not None:

@@ -147,6 +147,7 @@ class PairEvaluation:
                     draft.wall_seconds["performance"] = round(time.monotonic() - t0, 3)
                     roofline_section(ctx)
                 self._integrity()
+                self._sampled()
         except ReferenceFailed as exc:
             self.ctx.evidence.fail(exc.failure)
         except Exception as exc:  # a fault of kbv's own: record it rather than lose the run
@@ -191,6 +192,29 @@ class PairEvaluation:
         if changed:
             ctx.draft.integrity["tamper"] = changed
             ctx.evidence.see("tamper")
+
+    def _sampled(self) -> None:
+        """Library use seen from the parent's samples of every worker (``kbv.fallback.sampled``): it may add a
+        fallback flag to what the profiled call showed, never clear one."""
+        from kbv.fallback import sampled
+
+        ctx = self.ctx
+        if ctx.draft.fallback is None:
+            return
+        if not any(ctx.samples.values()):
+            ctx.draft.fallback["sampled"] = {"error": ctx.sampler_error or "no samples"}
+            return
+        roots = tuple(str(r) for r in ctx.own_roots)
+        own_calls = ctx.draft.fallback.get("own_calls") or {}
+        seen = sampled.judge(ctx.samples["candidate"], ctx.samples["reference"], roots,
+                             ctx.device == "cpu" and any(str(k).startswith("triton:") for k in own_calls),
+                             bool(ctx.draft.fallback.get("own_units")),
+                             bool(ctx.draft.fallback.get("no_work_observed")))
+        if ctx.sampler_error:
+            seen["error"] = ctx.sampler_error
+        ctx.draft.fallback["sampled"] = seen
+        if seen["flags"] and not ctx.evidence.observed & {"fallback", "partial_fallback"}:
+            ctx.evidence.see(*seen["flags"])
 
     def _env(self) -> dict[str, Any]:
         ctx = self.ctx

@@ -21,10 +21,11 @@ from kbv import envinfo, stats
 from kbv.eval.context import PairContext, ReferenceFailed, failure_dict
 from kbv.eval.correctness import as_float
 from kbv.eval.evidence import PART_OF, Failure
+from kbv.eval.pacing import Pacer, untimed_excess, untimed_ms
 from kbv.eval.refcache import ReferenceTimingCache, cache_key
 from kbv.protocol import (
     BURST_DEVICE_BOUND, BURST_INPUT_SETS, BURST_MAX_CALLS, BURST_MAX_WALL_OVER_TIMED, BURST_MAX_WALL_SPEEDUP, BURST_MIN_CLAIM, BURST_MIN_CLAIM_CPU,
-    BURST_TARGET_MS, CHANGED_KEPT_MAX, FIRST_TIMED_CALL, baseline_key,
+    BURST_TARGET_MS, CHANGED_KEPT_MAX, FIRST_TIMED_CALL,
     CPU_MEMORY_REPEATS, DEVICE_IN_USE_SLACK_BYTES, DISTRIBUTIONS, JUDGED_TIMED_CALLS_PER_PAIR, MEMORY_SLACK_BYTES,
     REFERENCE_REMEASURE_TRIALS, RING_BYTES, RING_DEVICE_FRACTION, TIMED_DISTRIBUTION_WEIGHTS, TIMING_ROUNDS, TIMING_RULES, TIMING_TRUNCATE_FACTOR, timed_call,
 )
@@ -58,6 +59,9 @@ class PerformanceStage:
         ring = max(RING_BYTES[ctx.device], int(RING_DEVICE_FRACTION * total) if isinstance(total, int) else 0)
         self.ring_bytes = ring // (TIMING_ROUNDS * len(self.baselines))
         self.burst_bytes = ring  # a burst's input sets and kept outputs, per worker
+        # per role and baseline, each timing command's list of untimed times per timed call (its window on the
+        # parent's clock minus the time its worker reported), in the order the commands ran: kbv.eval.pacing
+        self.untimed: dict[str, dict[str, list[list[float]]]] = {"reference": {}, "candidate": {}}
 
     # -- workers --------------------------------------------------------------------------------------------------
 
@@ -87,12 +91,12 @@ class PerformanceStage:
         while workers:
             workers.pop().close()
 
-    def _call(self, worker: Worker, role: str, msg: dict[str, Any], deadline: float) -> dict[str, Any]:
+    def _call(self, worker: Worker, role: str, msg: dict[str, Any], deadline: float,
+              pacer: Pacer | None = None) -> dict[str, Any]:
         try:
             with self.ctx.clock("performance", PART_OF.get(msg.get("cmd", ""), "other")):
-                if role == "candidate":
-                    return worker.call(msg, deadline, max_bytes=self.ctx.budget(msg.get("cmd", "")))
-                return worker.call(msg, deadline)
+                budget = self.ctx.budget(msg.get("cmd", "")) if role == "candidate" else None
+                return worker.call(msg, deadline, budget, pacer=pacer)
         except WorkerFailure as failure:
             if role == "reference":
                 raise ReferenceFailed(failure, "performance") from None
@@ -173,6 +177,7 @@ class PerformanceStage:
             self._wait_exited(exiting)
         self.ev.timing_truncated = self.truncated
         self._judge_aliases()
+        self._judge_untimed(samples)
         clocks_end = _READER.submit(envinfo.gpu_clocks, ctx.gpu) if ctx.device == "cuda" else None
         speedups: dict[str, Any] = {}
         for baseline in ("standard", "verified"):
@@ -236,8 +241,7 @@ class PerformanceStage:
         baselines = self.baselines
         workers = {"reference": reference, "candidate": candidate}
         roles = ("reference", "candidate")
-        kept: list[tuple[int, str, int, int]] = []  # (round, baseline, index, key) of every call the candidate kept
-        keys: dict[int, int] = {}
+        kept: list[tuple[int, str, int, Pacer]] = []  # (round, baseline, index, its command) of every kept call
         ref_call_ms: dict[str, float] = {}  # the reference's median per call in this pair, per baseline
         try:
             for role in roles:
@@ -248,12 +252,12 @@ class PerformanceStage:
             for round_index in range(TIMING_ROUNDS):
                 order = roles if round_index % 2 == 0 else roles[::-1]
                 for role in order:
-                    key = secrets.randbits(63)
-                    msg: dict[str, Any] = {"cmd": "time", "key": key, "names": self.names, "baselines": baselines,
-                                           "share": share, "round": round_index}
+                    # the command's key stays here: each call's seed is handed over when the call is due
+                    pacer = Pacer(secrets.randbits(63), self.names, tuple(baselines), round_index,
+                                  FIRST_TIMED_CALL + TIMING_RULES[self.ctx.device].max_trials + 1)
+                    msg: dict[str, Any] = {"cmd": "time", "baselines": baselines, "share": share,
+                                           "round": round_index}
                     msg["ring_bytes"] = self.ring_bytes  # both roles keep every output: the same work and memory
-                    if role == "candidate":
-                        keys[round_index] = key
                     if role == "reference" and cached:
                         if round_index or pair_index:
                             continue  # cached: one short re-measure only
@@ -261,7 +265,7 @@ class PerformanceStage:
                     if role == "candidate" and ref_call_ms:
                         msg["slow_ms"] = {b: TIMING_TRUNCATE_FACTOR * ms for b, ms in ref_call_ms.items()}
                     t0 = time.monotonic()
-                    reply = self._call(workers[role], role, msg, deadline)
+                    reply = self._call(workers[role], role, msg, deadline, pacer)
                     elapsed_ms = (time.monotonic() - t0) * 1e3
                     if role == "reference":  # it kept its outputs while timed (the same work as the candidate);
                         self._call(reference, role, {"cmd": "drop"}, deadline)  # never judged: freed at once
@@ -276,6 +280,7 @@ class PerformanceStage:
                         self.draft.timing_ms["flush_bytes"] = timing["flush_bytes"]
                         calls += 3 + int(timing["warmup"]) + len(times)
                         reported += sum(times)
+                        self.untimed[role].setdefault(b, []).append(untimed_ms(pacer.windows.get(b, {}), times))
                         self._note_split(role, timing.get("split_ms"))
                         self._note_aliases(role, ((reply.get("ring") or {}).get(b) or {}).get("aliased_outputs"))
                         if role == "reference":
@@ -287,8 +292,7 @@ class PerformanceStage:
                         ring = (reply.get("ring") or {}).get(b) or {}
                         n_kept = int(ring.get("kept", 0))
                         # the kept calls are the timed ones: input sets FIRST_TIMED_CALL onwards
-                        kept.extend((round_index, b, FIRST_TIMED_CALL + i, baseline_key(key, b))
-                                    for i in range(n_kept))
+                        kept.extend((round_index, b, FIRST_TIMED_CALL + i, pacer) for i in range(n_kept))
                         if ring.get("changed_after_return"):
                             self.ev.see("deferred_output")
                             self.draft.integrity.setdefault("deferred_output", []).append(
@@ -309,6 +313,27 @@ class PerformanceStage:
         finally:
             self.ctx.collect(reference)
             self.ctx.collect(candidate)
+
+    def _judge_untimed(self, samples: Samples) -> None:
+        """The parent's clock around every timed call against the worker's timer (``kbv.eval.pacing``): per
+        baseline, the candidate's untimed time per call beside the reference's, round by round
+        (``timing_ms.untimed``); more than the rule allows in every round is ``untimed_work``. A candidate timed once
+        with few trials (far slower) is not judged: its few calls give no stable median."""
+        if self.truncated:
+            return
+        seen: dict[str, Any] = {}
+        for b in self.baselines:
+            medians = {role: statistics.median([t for g in samples[role][b] for t in g] or [math.nan])
+                       for role in ("reference", "candidate")}
+            found = untimed_excess(self.untimed["reference"].get(b, []), self.untimed["candidate"].get(b, []),
+                                   medians["reference"], medians["candidate"], self.ctx.device)
+            if found is not None:
+                seen[b] = found
+        self.draft.timing_ms["untimed"] = seen or None
+        flagged = {b: v for b, v in seen.items() if v["flagged"]}
+        if flagged:
+            self.ev.see("untimed_work")
+            self.draft.integrity["untimed_work"] = flagged
 
     def _note_aliases(self, role: str, pairs: Any) -> None:
         """[output, input] pairs a worker saw sharing storage among its kept timed and burst outputs."""
@@ -335,12 +360,12 @@ class PerformanceStage:
             if isinstance(part, str) and isinstance(value, (int, float)) and math.isfinite(value):
                 mine[part] = mine.get(part, 0.0) + float(value)
 
-    def _judge(self, reference: Worker, candidate: Worker, fetch: dict[str, Any], timed: dict[str, Any],
-               deadline: float, what: dict[str, Any]) -> None:
+    def _judge(self, reference: Worker, candidate: Worker, fetch: dict[str, Any], inputs: tuple[int, str],
+               baseline: str, deadline: float, what: dict[str, Any]) -> None:
         """One kept candidate output judged like a correctness trial against the reference on the same inputs
-        (redrawn from the command's key)."""
+        (``inputs``: the call's seed and distribution), under the flags it was timed under (``baseline``)."""
         got = self._call(candidate, "candidate", {"cmd": "kept", **fetch}, deadline)
-        seed, dist = timed_call(int(timed["key"]), int(timed["index"]), tuple(timed["names"]))
+        seed, dist = inputs
         record = {**what, "distribution": dist, "found": bool(got.get("found"))}
         # a kept timed call's digest, on record with the parent since its trial ended (kbv.worker.commit)
         committed = (None if "burst" in fetch else
@@ -348,7 +373,8 @@ class PerformanceStage:
         if not got.get("found"):
             record |= {"passed": False, "reason": "the kept output was not returned"}
         else:
-            self._call(reference, "reference", {"cmd": "forward", "timed": timed}, deadline)
+            self._call(reference, "reference", {"cmd": "forward", "seed": seed, "distribution": dist,
+                                                "baseline": baseline}, deadline)
             judged = self._call(reference, "reference", {
                 "cmd": "judge", "candidate": {"structure": got["structure"], "outputs": got["outputs"]},
                 "precision": self.options.precision, "digest": "burst" not in fetch}, deadline)
@@ -362,17 +388,16 @@ class PerformanceStage:
         if not record["passed"]:
             self.ev.see("timed_output_mismatch")
 
-    def _judge_timed_outputs(self, reference: Worker, candidate: Worker, kept: list[tuple[int, str, int, int]],
+    def _judge_timed_outputs(self, reference: Worker, candidate: Worker, kept: list[tuple[int, str, int, Pacer]],
                              deadline: float) -> None:
         """``JUDGED_TIMED_CALLS_PER_PAIR`` calls drawn by the parent, after the pair's rounds, among every timed
         call the candidate kept: the worker never knows which call, round or baseline is judged."""
         if not kept:
             return
         rng = secrets.SystemRandom()
-        for round_index, baseline, index, key in rng.sample(kept, min(JUDGED_TIMED_CALLS_PER_PAIR, len(kept))):
+        for round_index, baseline, index, pacer in rng.sample(kept, min(JUDGED_TIMED_CALLS_PER_PAIR, len(kept))):
             self._judge(reference, candidate, {"round": round_index, "baseline": baseline, "index": index,
-                                               "drop": False},
-                        {"key": key, "index": index, "names": self.names, "baseline": baseline}, deadline,
+                                               "drop": False}, pacer.inputs(baseline, index), baseline, deadline,
                         {"round": round_index, "baseline": baseline, "index": index})
         dropped = self._call(candidate, "candidate", {"cmd": "drop"}, deadline)
         changed = dropped.get("changed_kept")
@@ -441,8 +466,7 @@ class PerformanceStage:
                            "pair_claim": claimed}  # judged in _judge_burst, against the record's own claim
         # burst calls are judged too: one of the long burst's input sets, drawn after the burst
         s = secrets.randbelow(max(1, min(sets, counts["candidate"])))
-        self._judge(reference, candidate, {"burst": s},
-                    {"key": keys["candidate"], "index": s, "names": self.names, "baseline": baseline},
+        self._judge(reference, candidate, {"burst": s}, timed_call(keys["candidate"], s, self.names), baseline,
                     deadline, {"burst": True, "index": s})
 
     def _judge_burst(self, speedups: dict[str, Any]) -> None:

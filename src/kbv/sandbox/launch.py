@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 from kbv import wire
 from kbv.protocol import COMMITS_MAX, LOG_TAIL_BYTES, REPLY_BYTES_DEFAULT, REPLY_TRANSFER_GRACE_S, WORKER_EXIT_WAIT_S
@@ -75,6 +75,17 @@ def read_tail(path: Path, nbytes: int) -> str:
     finally:
         os.close(fd)
     return data.decode("utf-8", "replace")
+
+
+class Pacing(Protocol):
+    """What serves a worker's requests for inputs during one command (``kbv.eval.pacing.Pacer``): the answer to a
+    ``need`` frame, the moment it was sent, and each commitment as it arrives."""
+
+    def need(self, request: Any) -> dict[str, Any]: ...
+
+    def sent(self) -> None: ...
+
+    def committed(self, entry: list[Any]) -> None: ...
 
 
 class WorkerFailure(Exception):
@@ -258,9 +269,12 @@ class Worker:
     def log_tail(self) -> str:
         return read_tail(self.spec.log_path, LOG_TAIL_CHARS)
 
-    def call(self, msg: dict[str, Any], deadline: float, max_bytes: int | None = None) -> dict[str, Any]:
+    def call(self, msg: dict[str, Any], deadline: float, max_bytes: int | None = None,
+             pacer: Pacing | None = None) -> dict[str, Any]:
         """Send ``msg`` and return the reply; a reply declaring more than ``max_bytes`` tensor bytes (default
-        kbv.protocol.REPLY_BYTES_DEFAULT) is refused before it is allocated: a ``protocol`` failure."""
+        kbv.protocol.REPLY_BYTES_DEFAULT) is refused before it is allocated: a ``protocol`` failure. ``pacer``
+        answers the worker's requests for inputs while the command runs (a request without one, or one it refuses,
+        is a ``protocol`` failure)."""
         try:
             wire.send(self._conn, msg, deadline)
         except wire.WireTimeout:  # a worker that stopped reading (stopped, or its reader starved)
@@ -268,18 +282,45 @@ class Worker:
             raise WorkerFailure("timeout", "time limit exceeded (the worker stopped reading)", self.log_tail()) from None
         except (BrokenPipeError, OSError):
             raise self._died() from None
-        return self._expect(deadline, max_bytes)
+        return self._expect(deadline, max_bytes, pacer)
 
-    def _expect(self, deadline: float, max_bytes: int | None = None) -> dict[str, Any]:
+    def _expect(self, deadline: float, max_bytes: int | None = None, pacer: Pacing | None = None) -> dict[str, Any]:
+        """The reply to the command in flight; the frames a worker may send before it (a kept output's commitment,
+        a request for the next call's inputs) are handled on the way."""
         while True:
             reply = self._frame(deadline, max_bytes)
-            if not (isinstance(reply, dict) and "commit" in reply and "ok" not in reply):
+            if not isinstance(reply, dict) or "ok" in reply:
                 break
-            self._note_commit(reply["commit"])
+            if "commit" not in reply and ("need" not in reply or pacer is None):
+                break
+            if "commit" in reply:
+                self._note_commit(reply["commit"])
+                if pacer is not None:
+                    pacer.committed(reply["commit"])
+            if "need" in reply:
+                if pacer is None:
+                    break
+                self._serve(pacer, reply["need"], deadline)
         if not isinstance(reply, dict) or "ok" not in reply:
             self.kill()
             raise WorkerFailure("protocol", "reply is not a status object", self.log_tail())
         return self._reply(reply)
+
+    def _serve(self, pacer: Pacing, request: Any, deadline: float) -> None:
+        """Answer a request for a call's inputs (``kbv.eval.pacing``); one out of turn is a protocol failure."""
+        try:
+            answer = pacer.need(request)
+        except Exception as exc:
+            self.kill()
+            raise WorkerFailure("protocol", f"inputs asked for out of turn: {exc}", self.log_tail()) from None
+        try:
+            wire.send(self._conn, answer, deadline)
+        except wire.WireTimeout:
+            self.kill()
+            raise WorkerFailure("timeout", "time limit exceeded (the worker stopped reading)", self.log_tail()) from None
+        except OSError:
+            raise self._died() from None
+        pacer.sent()
 
     def _note_commit(self, entry: Any) -> None:
         """A kept timed output's digest, sent by the worker as its trial ended (``kbv.worker.commit``): kept here,
@@ -310,6 +351,8 @@ class Worker:
 
     def _reply(self, reply: dict[str, Any]) -> dict[str, Any]:
         for handle in wire.handles_in(reply):
+            if handle.kind.startswith("lent-"):  # inputs the judge lends (kbv.worker.lending), not outputs
+                continue
             seen = self.handoffs.setdefault(handle.kind, {"outputs": 0, "bytes": 0})
             seen["outputs"] += 1
             seen["bytes"] += handle.nbytes

@@ -245,7 +245,8 @@ def _out_of_memory(exc: BaseException) -> bool:
 
 class Codec:
     """What a worker registers with ``kbv.wire.use_codec``: export a large output as a descriptor (candidate
-    role), import one as a tensor of its own (reference role)."""
+    role), import one as a tensor of its own (reference role), or map a buffer of inputs the judge lends
+    (candidate role, ``kbv.worker.lending``)."""
 
     def __init__(self, device: str, kinds: tuple[str, ...] = ("host",)):
         self.device = device
@@ -253,6 +254,8 @@ class Codec:
         self.cuda_index = (torch.device(device).index or 0) if device.startswith("cuda") else None
         self.cuda_ok = True  # turned off after the first failed export: later outputs go through the pipe
         self.failure: str | None = None  # why, reported once to the parent (kbv.worker.session)
+        # maps a buffer of inputs the judge lends (kbv.worker.lending.borrow; set by a candidate's worker)
+        self.borrow: Any = None
 
     def export(self, t: torch.Tensor) -> tuple[str, int] | None:
         """(kind, fd) for ``t``, or None to send it through the pipe as before."""
@@ -271,6 +274,8 @@ class Codec:
         return None
 
     def import_(self, kind: str, fd: int, dtype: torch.dtype, shape: list[int], nbytes: int) -> torch.Tensor:
+        if kind in ("lent-host", "lent-cuda") and kind.removeprefix("lent-") in self.kinds and self.borrow:
+            return self.borrow(kind, fd, nbytes, self.device)  # inputs the judge lends: mapped, not copied
         if kind == "host" and "host" in self.kinds:
             return import_host(fd, dtype, shape, nbytes)
         if kind == "cuda" and "cuda" in self.kinds and self.cuda_index is not None:

@@ -21,9 +21,11 @@ import torch
 
 from kbv import wire
 from kbv.worker import confine
-from kbv.protocol import (BASELINES, BURST_INPUT_SETS, CHANGED_KEPT_MAX, DEFERRED_WRITE_WAIT_S, DISTRIBUTIONS, TIMING_RULES,
-                          WORKER_FILE_BYTES_MAX, baseline_key, timed_call)
-from kbv.worker import backends, commit, guard, handoff, inputs, integrity, loading, memory, recorder, timer
+from kbv.protocol import (BASELINES, BURST_INPUT_SETS, CHANGED_KEPT_MAX, DEFERRED_WRITE_WAIT_S, DISTRIBUTIONS,
+                          FIRST_TIMED_CALL, TIMING_RULES,
+                          WORKER_FILE_BYTES_MAX, timed_call)
+from kbv.worker import (backends, commit, guard, handoff, inputs, integrity, lending, loading, memory, recorder,
+                        timer)
 
 _Tensor = torch.Tensor
 _as_subclass = torch.Tensor.as_subclass
@@ -57,11 +59,25 @@ def _thread_count() -> int:
         return threading.active_count()
 
 
+def _span(t: torch.Tensor) -> tuple[int, int] | None:
+    """[first, last + 1) of the bytes a tensor's elements occupy, or None for an empty one."""
+    if _Tensor.numel(t) == 0:
+        return None
+    extent = sum((size - 1) * abs(stride) for size, stride in zip(t.shape, _Tensor.stride(t)))
+    start = _Tensor.data_ptr(t)
+    return start, start + (extent + 1) * _Tensor.element_size(t)
+
+
 def _shares_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two tensors overlap in memory: the same storage and overlapping bytes (inputs the judge lends are
+    views of one buffer, each in bytes of its own)."""
     try:
-        return _Tensor.untyped_storage(a).data_ptr() == _Tensor.untyped_storage(b).data_ptr() != 0
+        if not _Tensor.untyped_storage(a).data_ptr() == _Tensor.untyped_storage(b).data_ptr() != 0:
+            return False
     except RuntimeError:
         return False
+    sa, sb = _span(a), _span(b)
+    return sa is not None and sb is not None and sa[0] < sb[1] and sb[0] < sa[1]
 
 
 def _aliases(items: list[Any], inputs: list[Any]) -> list[list[int]]:
@@ -75,8 +91,9 @@ def _copied(out: Any, inputs: list[Any] | None = None) -> tuple[str, list[Any], 
     and the outputs that share storage with ``inputs`` (``_aliases``)."""
     structure, items = _describe_output(out)
     aliased = _aliases(items, inputs) if inputs else []
-    return structure, [dict(item, tensor=_Tensor.clone(item["tensor"])) if "tensor" in item else item
-                       for item in items], aliased
+    # contiguous copies: the judge compares values, and digesting one costs the same whatever the output's layout
+    return structure, [dict(item, tensor=_Tensor.clone(item["tensor"], memory_format=torch.contiguous_format))
+                       if "tensor" in item else item for item in items], aliased
 
 
 def _describe_output(out: Any) -> tuple[str, list[Any]]:
@@ -142,10 +159,14 @@ class Session:
         self.candidate = None
         self.model: torch.nn.Module | None = None
         self.kept: tuple[str, list[Any]] | None = None  # reference role: the last forward's outputs, on device
+        # reference role: the inputs it lent for the last trial, and those its own call wrote into (kbv.worker.lending)
+        self.lent: tuple[lending.Lent, set[int]] | None = None
         self.timing_inputs: list[Any] | None = None
         self.rings: dict[Any, list[Any]] = {}  # kept timed outputs until the parent draws the judged ones
         # sends a kept output's digest to the parent as its trial ends (kbv.worker.commit; set by main)
         self.commit: Callable[[list[Any]], None] | None = None
+        # asks the parent for a timed call's seed and distribution when the call is due (kbv.eval.pacing; set by main)
+        self.ask: Callable[[list[Any]], dict[str, Any]] | None = None
         self.committed: dict[tuple[Any, ...], list[list[int]]] = {}  # what was sent, by (round, baseline, index)
         self.warmed: set[str] = set()  # baselines this worker's timed forward has been warmed up under
         self.in_use_baseline: int | None = None  # device memory in use before the model (and candidate) existed
@@ -220,21 +241,21 @@ class Session:
         """Run one trial. A candidate sends its outputs back (host copies); the reference keeps its outputs on the
         device for ``judge`` and sends only their description."""
         assert self.model is not None
-        if "timed" in msg:  # a timed call's inputs, redrawn from its command's key to judge it
-            timed = msg["timed"]
-            seed, dist = timed_call(int(timed["key"]), int(timed["index"]), tuple(timed["names"]))
-            if timed.get("baseline") is not None:  # and under the flags it was timed under (TF32 or not)
-                if timed["baseline"] not in BASELINES:
-                    raise KeyError(timed["baseline"])
-                self.integrity.flags_set(backends.apply_baseline(timed["baseline"]))
-        else:
-            seed, dist = msg["seed"], msg["distribution"]
-        args = self._inputs(seed, dist)
-        guards: list[tuple[int, torch.Tensor, torch.Tensor, int]] = []
-        if msg.get("guard_bytes"):
-            args, guards = guard.surround(args, int(msg["guard_bytes"]), int(seed))
+        if msg.get("baseline") is not None:  # a timed call judged: under the flags it was timed under (TF32 or not)
+            if msg["baseline"] not in BASELINES:
+                raise KeyError(msg["baseline"])
+            self.integrity.flags_set(backends.apply_baseline(msg["baseline"]))
+        args, guards, lent = self._trial_inputs(msg)
         tensor_args = [(i, a) for i, a in enumerate(args) if type(a) is _Tensor]
-        before = [(i, _Tensor.clone(a)) for i, a in tensor_args]
+        before = [] if lent else [(i, _Tensor.clone(a)) for i, a in tensor_args]  # lent: the judge compares them
+        lend, lend_error = None, None
+        if msg.get("lend") and self.spec["role"] == "reference":  # a copy for the candidate, before this call
+            self._drop_lent()
+            try:
+                lend = lending.Lent(args, int(msg["lend"]), int(msg["seed"]), self.device,
+                                    tuple(self.spec.get("handoff") or ("host",)))
+            except (lending.LendError, handoff.HandoffError, OSError, RuntimeError) as exc:
+                lend_error = f"{type(exc).__name__}: {str(exc)[:300]}"
         poison = msg.get("poison")
         canary = None
         if poison:  # last before the call: freed blocks of the sizes it allocates hold the poison byte
@@ -262,8 +283,37 @@ class Session:
         }
         if self.spec["role"] == "reference":
             self.kept = (structure, items)
-            return {"structure": structure, "n_outputs": len(items), **usage}
+            reply = {"structure": structure, "n_outputs": len(items), **usage}
+            if lend is not None:
+                self.lent = (lend, set(usage["mutated_inputs"]))
+                reply["lent"] = lend.message()
+            elif lend_error is not None:
+                reply["lend_error"] = lend_error
+            return reply
         return {"structure": structure, "outputs": items, **usage}
+
+    def _trial_inputs(self, msg: dict[str, Any]) -> tuple[list[Any], list[Any], bool]:
+        """A trial's inputs: views of the buffer the judge lent (``lent``: candidate role, ``kbv.worker.lending``),
+        or drawn here from the trial's seed, between guard bands of this worker's own when ``guard_bytes`` asks.
+        Returns the inputs, the bands to check here, and whether they were lent."""
+        lent = msg.get("lent")
+        if isinstance(lent, dict) and self.spec["role"] == "candidate":
+            buffer = lent.get("buffer")
+            if type(buffer) is not _Tensor:
+                raise RuntimeError(f"the lent inputs could not be mapped: {buffer!r}"[:400])
+            return lending.views(buffer, lent["layout"]), [], True
+        seed = int(msg["seed"])
+        args = self._inputs(seed, msg["distribution"])
+        guards: list[tuple[int, torch.Tensor, torch.Tensor, int]] = []
+        if msg.get("guard_bytes"):
+            args, guards = guard.surround(args, int(msg["guard_bytes"]), seed)
+        return args, guards, False
+
+    def _drop_lent(self) -> None:
+        """Release the last trial's lent buffer (reference role)."""
+        if self.lent is not None:
+            self.lent[0].close()
+            self.lent = None
 
     def cmd_fallback(self, msg: dict[str, Any]) -> dict[str, Any]:
         """Candidate role only: one forward (the parent's seed and distribution) under kbv.worker.recorder's
@@ -271,10 +321,8 @@ class Session:
         if self.spec["role"] != "candidate":
             raise RuntimeError("fallback: candidate role only")
         assert self.model is not None
-        model, args = self.model, self._inputs(msg["seed"], msg["distribution"])
-        guards: list[tuple[int, torch.Tensor, torch.Tensor, int]] = []
-        if msg.get("guard_bytes"):
-            args, guards = guard.surround(args, int(msg["guard_bytes"]), int(msg["seed"]))
+        model = self.model
+        args, guards, _ = self._trial_inputs(msg)
         kernels = None
         if self.device.startswith("cuda"):  # the same call under torch.profiler too: device time per kernel
             from torch.profiler import ProfilerActivity, profile as gpu_profile, record_function
@@ -310,6 +358,9 @@ class Session:
         result.pop("per_output", None)
         tolerance = float(msg.get("standard_tolerance", judge.STANDARD_ATOL))
         reply = {"comparison": result, "standard": judge.standard_check(candidate, reference, tolerance)}
+        if msg.get("lent"):  # the inputs this worker lent for the trial, read back after the candidate's call
+            reply["lent_check"] = self.lent[0].check(self.lent[1]) if self.lent is not None else None
+            self._drop_lent()
         if msg.get("digest"):  # of the outputs as the judge sees them, against the candidate's commitment
             reply["digest"] = commit.digest(candidate.get("outputs") or [])
         return reply
@@ -327,41 +378,62 @@ class Session:
         assert self.model is not None
         return {"buffers": {n: b.detach() for n, b in self.model.named_buffers() if b is not None}}
 
-    def _timing_buffers(self, key: int, names: tuple[str, ...]) -> list[Any]:
-        """The buffers every timed call reads (allocated once, from the inputs of a first call)."""
-        if self.timing_inputs is None:
-            seed, dist = timed_call(key, 0, names)
-            first = self._inputs(seed, dist)
-            self.timing_inputs = [_Tensor.clone(a) if type(a) is _Tensor else a for a in first]
-        return self.timing_inputs
-
-    def _load_timing_buffers(self, contents: list[Any]) -> list[Any]:
+    def _load_timing_buffers(self, contents: list[Any]) -> None:
+        """Copy one call's inputs into the buffers every timed call reads (the first call's inputs become them)."""
         buffers = self.timing_inputs
         if buffers is None:
-            return contents
+            self.timing_inputs = contents
+            return
         with torch.no_grad():
             for buf, src in zip(buffers, contents):
                 if type(buf) is _Tensor and type(src) is _Tensor and buf.shape == src.shape:
                     _Tensor.copy_(buf, src)
-        return buffers
 
-    def _timed_call(self, msg: dict[str, Any]) -> tuple[Callable[[], Any], Callable[[int], None]]:
-        """The timed call, and the untimed step before call ``j`` that draws that call's inputs from the command's
-        key (``kbv.protocol.timed_call``: seed and distribution) and loads them into the same buffers. The key
-        arrives with the command, so no call's inputs are known before it; no two calls see the same contents, so
-        no output can be served from a cache, and the reference can redraw any call's inputs to judge it."""
-        assert self.model is not None
+    def _asked(self, baseline: str) -> Callable[[int], tuple[int, str]]:
+        """Call ``j``'s seed and distribution, asked of the parent when call ``j`` is due (``kbv.eval.pacing``):
+        nothing in this process predicts a timed call's inputs before the previous call's output is committed. The
+        untimed calls that come first (estimates and warm-up) are asked for together."""
+        untimed: list[tuple[int, str]] = []
+
+        def inputs_of(index: int) -> tuple[int, str]:
+            if self.ask is None:
+                raise RuntimeError("no channel to ask the parent for inputs")
+            if index < FIRST_TIMED_CALL:
+                if not untimed:
+                    answer = self.ask([baseline, 0, FIRST_TIMED_CALL])
+                    calls = answer.get("calls") if isinstance(answer, dict) else None
+                    if not (isinstance(calls, list) and len(calls) == FIRST_TIMED_CALL):
+                        raise RuntimeError("malformed inputs from the parent")
+                    untimed.extend(_valid(seed, dist) for seed, dist in calls)
+                return untimed[index]
+            answer = self.ask([baseline, index])
+            if not isinstance(answer, dict):
+                raise RuntimeError("malformed inputs from the parent")
+            return _valid(answer.get("seed"), answer.get("distribution"))
+        return inputs_of
+
+    @staticmethod
+    def _derived(msg: dict[str, Any]) -> Callable[[int], tuple[int, str]]:
+        """Call ``j``'s seed and distribution derived from the command's ``key`` (commands whose calls are neither
+        timed nor judged: the memory measure)."""
         key, names = int(msg["key"]), tuple(msg.get("names") or ("D1",))
-        buffers = self._timing_buffers(key, names)
+        return lambda index: timed_call(key, index, names)
+
+    def _timed_call(self, inputs_of: Callable[[int], tuple[int, str]]) -> tuple[Callable[[], Any],
+                                                                             Callable[[int], None]]:
+        """The timed call, and the untimed step before call ``j`` that draws that call's inputs (seed and
+        distribution from ``inputs_of(j)``) and loads them into the same buffers: no two calls see the same
+        contents, so no output can be served from a cache, and the reference can redraw any call's inputs to judge
+        it."""
+        assert self.model is not None
         model = self.model
 
         def call() -> Any:
             with torch.no_grad():
-                return model(*buffers)
+                return model(*self.timing_inputs)  # type: ignore[misc]
 
         def prepare(index: int) -> None:
-            seed, dist = timed_call(key, index, names)
-            self._load_timing_buffers(self._inputs(seed, dist))
+            self._load_timing_buffers(self._inputs(*inputs_of(index)))
 
         return call, prepare
 
@@ -370,10 +442,9 @@ class Session:
         judged ones: the worker never knows which call is judged. Outputs that share storage with the timed inputs
         are noted in ``aliased`` ([output, input] pairs, once each), as correctness forwards note them."""
         ring: list[Any] = self.rings.setdefault(name, [])
-        buffers = self.timing_inputs or []
 
         def keep(index: int, out: Any) -> None:
-            structure, copies, pairs = _copied(out, buffers)
+            structure, copies, pairs = _copied(out, self.timing_inputs or [])
             aliased.extend(p for p in pairs if p not in aliased)
             ring.append((index, structure, copies, out))
             if self.commit is not None:  # on record outside this process before the next trial starts
@@ -399,9 +470,10 @@ class Session:
                 if "tensor" in item and "tensor" in copy and not _same(item["tensor"], copy["tensor"])]
 
     def cmd_time(self, msg: dict[str, Any]) -> dict[str, Any]:
-        """Time one forward under each baseline's flags, taking ``share`` of the timing budget, with inputs from the
-        command's ``key``. Candidate role: every timed call's output is kept (``ring_bytes`` bound the trials) for
-        the parent to draw the judged ones from later (``kept``)."""
+        """Time one forward under each baseline's flags, taking ``share`` of the timing budget, each call's inputs
+        asked of the parent when the call is due (``kbv.eval.pacing``). Every timed call's output is kept
+        (``ring_bytes`` bound the trials) and committed as its trial ends, for the parent to draw the judged ones
+        from later (``kept``)."""
         rule = TIMING_RULES["cuda" if self.device.startswith("cuda") else "cpu"]
         timings: dict[str, Any] = {}
         flags: dict[str, Any] = {}
@@ -413,7 +485,7 @@ class Session:
                 raise KeyError(baseline)
             flags[baseline] = backends.apply_baseline(baseline)
             self.integrity.flags_set(flags[baseline])
-            call, prepare = self._timed_call(dict(msg, key=baseline_key(int(msg["key"]), baseline)))
+            call, prepare = self._timed_call(self._asked(baseline))
             name = (round_name, baseline)
             aliased: list[list[int]] = []
             keep = self._ring(name, aliased) if keep_outputs else None
@@ -503,7 +575,7 @@ class Session:
         """One call's peak memory. On the CPU in two steps the parent measures between: ``phase: prepare`` loads
         the inputs and returns freed memory to the system (``malloc_trim``), ``phase: run`` makes the call; the
         parent reads the rise of the resident set from ``/proc`` itself."""
-        call, prepare = self._timed_call(msg)
+        call, prepare = self._timed_call(self._derived(msg))
         phase = msg.get("phase")
         if phase == "prepare":
             memory.measuring_allocator()
@@ -553,6 +625,13 @@ class Session:
                     "total_memory": int(props.total_memory), "l2_bytes": int(props.L2_cache_size),
                     "multiprocessors": int(props.multi_processor_count)}
         return {"name": "cpu", "threads": torch.get_num_threads(), "l2_bytes": timer.cpu_l2_bytes()}
+
+
+def _valid(seed: Any, distribution: Any) -> tuple[int, str]:
+    """A seed and distribution as the parent hands them over, checked."""
+    if type(seed) is not int or distribution not in _DISTRIBUTIONS:
+        raise RuntimeError("malformed inputs from the parent")
+    return seed, distribution
 
 
 def _error(exc: BaseException) -> dict[str, Any]:
@@ -609,6 +688,8 @@ def main(conn: Connection, spec: dict[str, Any] | None = None) -> None:
         wire.send(conn, _error(exc))
         os._exit(1)
     codec = handoff.Codec(session.device, tuple(spec.get("handoff") or ("host",)))
+    if spec["role"] == "candidate":
+        codec.borrow = lending.borrow
     wire.use_codec(codec)
     failure_told = False
     handoff_role = spec["role"] == "candidate"
@@ -618,7 +699,24 @@ def main(conn: Connection, spec: dict[str, Any] | None = None) -> None:
                 "load": session.cmd_load, "fallback": session.cmd_fallback, "buffers": session.cmd_buffers, "time": session.cmd_time,
                 "memory": session.cmd_memory, "burst": session.cmd_burst, "kept": session.cmd_kept,
                 "drop": session.cmd_drop, "same": session.cmd_same}
-    session.commit = lambda entry: wire.send(conn, {"commit": entry})
+    # A kept output's commitment leaves with the next request for inputs (the next trial cannot start without one),
+    # or alone at the command's end: one frame per timed call instead of two.
+    pending: list[list[Any]] = []
+
+    def flush() -> None:
+        while pending:
+            wire.send(conn, {"commit": pending.pop(0)})
+
+    def commit_entry(entry: list[Any]) -> None:
+        flush()
+        pending.append(entry)
+
+    def ask(request: list[Any]) -> dict[str, Any]:
+        wire.send(conn, {"need": request, **({"commit": pending.pop(0)} if pending else {})})
+        flush()
+        return wire.recv(conn, 0)
+
+    session.commit, session.ask = commit_entry, ask
     wire.send(conn, {"ok": True, "pid": os.getpid(), "isolation": isolation})
     while True:
         try:
@@ -645,6 +743,7 @@ def main(conn: Connection, spec: dict[str, Any] | None = None) -> None:
                 pass
             wire.send(conn, _error(exc))
             os._exit(1)
+        flush()  # the last trial's commitment, before the reply
         wire.send_parts(conn, header, tensors)
         if session.device.startswith("cuda") and msg.get("cmd") in RELEASE_AFTER and _tensor_bytes(msg) >= RELEASE_BYTES:
             del msg, reply, header, tensors  # the judge's copies of a large candidate output, and what comparing

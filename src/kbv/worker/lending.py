@@ -1,0 +1,230 @@
+"""Inputs the judge lends to the candidate: one shared buffer, created by the reference's worker, that holds every
+tensor input of a correctness trial between guard bands.
+
+The reference's worker (the judge, which never runs candidate code) draws the trial's inputs as always, writes a
+copy of them into a fresh shared buffer with a band of pattern before and after each, and sends the buffer as a
+descriptor (relayed by the parent unread). The candidate's worker maps the same memory and calls forward on views
+of it. After the call the judge reads the buffer back itself: a changed band is a write out of bounds, a changed
+input a write into an input. Neither depends on anything the candidate's process reports, so patching kbv's code
+there (the guard check, the tamper report) blinds nothing.
+
+Two kinds of buffer, as for outputs (``kbv.worker.handoff``): ``lent-host``, a memfd sealed against growing and
+shrinking (never against writes: the candidate may write, and the judge sees it), and ``lent-cuda``, a CUDA VMM
+allocation shared as a POSIX descriptor, mapped read-write in both processes.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import fcntl
+import mmap
+import os
+from typing import Any
+
+import torch
+
+from kbv import wire
+from kbv.worker import handoff
+
+_Tensor = torch.Tensor
+LENT_SEALS = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
+ALIGN = 256  # every input starts at a multiple of this (the guard size is rounded to it too)
+
+
+class LendError(Exception):
+    """Inputs that cannot be lent (not tensors the buffer can hold, or no shared memory here): the trial runs the old
+    way, each worker drawing its own inputs."""
+
+
+def _host_buffer(nbytes: int) -> tuple[int, torch.Tensor]:
+    """A memfd of ``nbytes`` sealed against resizing, and a uint8 tensor over a shared mapping of it."""
+    fd = os.memfd_create("kbv-lent", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    try:
+        os.ftruncate(fd, nbytes)
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, LENT_SEALS)
+        return fd, torch.frombuffer(mmap.mmap(fd, nbytes), dtype=torch.uint8)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+class _Mapping:
+    """A VMM allocation mapped read-write into this process, unmapped (after the device is idle) when the last
+    tensor over it is gone: ``torch.as_tensor`` keeps this object alive as long as its storage."""
+
+    def __init__(self, handle: ctypes.c_ulonglong, size: int, nbytes: int, device: int):
+        drv = handoff._driver()
+        self.handle, self.size, self.device = handle, size, device
+        self.ptr = drv.map(handle, size, device)
+        self.__cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (self.ptr, False),
+                                         "version": 3, "strides": None, "stream": None}
+
+    def __del__(self) -> None:
+        try:
+            torch.cuda.synchronize(self.device)
+            drv = handoff._driver()
+            drv.unmap(self.ptr, self.size)
+            drv.lib.cuMemRelease(self.handle)
+        except Exception:
+            pass
+
+
+def _cuda_buffer(nbytes: int, device: int) -> tuple[int, torch.Tensor]:
+    """A fresh VMM allocation of at least ``nbytes`` exported as a descriptor, and a uint8 tensor over it here."""
+    drv = handoff._driver()
+    prop = drv.prop(device)
+    size = drv.padded(nbytes, prop)
+    handle = ctypes.c_ulonglong()
+    drv.call("cuMemCreate", ctypes.byref(handle), ctypes.c_size_t(size), ctypes.byref(prop), ctypes.c_ulonglong(0))
+    try:
+        mapping = _Mapping(handle, size, nbytes, device)
+    except BaseException:
+        drv.lib.cuMemRelease(handle)
+        raise
+    fd = ctypes.c_int(-1)
+    drv.call("cuMemExportToShareableHandle", ctypes.byref(fd), handle, handoff._POSIX_FD, ctypes.c_ulonglong(0))
+    return fd.value, torch.as_tensor(mapping, device=torch.device("cuda", device))
+
+
+def borrow(kind: str, fd: int, nbytes: int, device: str) -> torch.Tensor:
+    """The candidate's side: the lent buffer behind ``fd`` (closed here) mapped into this process, as a uint8
+    tensor of ``nbytes`` (writes land in the judge's buffer)."""
+    try:
+        if kind == "lent-host":
+            return torch.frombuffer(mmap.mmap(fd, nbytes), dtype=torch.uint8)
+        if kind == "lent-cuda" and device.startswith("cuda"):
+            drv = handoff._driver()
+            index = torch.device(device).index or 0
+            handle = ctypes.c_ulonglong()
+            drv.call("cuMemImportFromShareableHandle", ctypes.byref(handle), ctypes.c_void_p(fd), handoff._POSIX_FD)
+            try:
+                mapping = _Mapping(handle, drv.padded(nbytes, drv.prop(index)), nbytes, index)
+            except BaseException:
+                drv.lib.cuMemRelease(handle)
+                raise
+            return torch.as_tensor(mapping, device=torch.device("cuda", index))
+        raise handoff.HandoffError(f"lent buffer of kind {kind!r} not accepted here")
+    finally:
+        os.close(fd)
+
+
+def layout(args: list[Any], guard_bytes: int) -> tuple[list[dict[str, Any]], int, int]:
+    """Where each input goes in the buffer: ``[{"tensor": {offset, dtype, shape, nbytes}} | {"value": v}]`` (each
+    tensor with a band of its own before and after it), the band size used and the buffer's size; LendError for an
+    input the buffer cannot hold (a tensor that is not plain, contiguous and of a wire dtype; a value that is not a
+    JSON scalar)."""
+    guard = max(ALIGN, guard_bytes - guard_bytes % ALIGN)
+    entries: list[dict[str, Any]] = []
+    offset = 0
+    for arg in args:
+        if type(arg) is _Tensor:
+            dtype = str(arg.dtype).removeprefix("torch.")
+            if dtype not in wire.DTYPE_NAMES or not _Tensor.is_contiguous(arg) or arg.requires_grad:
+                raise LendError(f"an input that cannot be lent: {dtype}, contiguous {_Tensor.is_contiguous(arg)}")
+            nbytes = _Tensor.numel(arg) * _Tensor.element_size(arg)
+            start = offset + guard
+            entries.append({"tensor": {"offset": start, "dtype": dtype, "shape": list(arg.shape),
+                                       "nbytes": nbytes}})
+            offset = start + -(-nbytes // ALIGN) * ALIGN + guard
+        elif arg is None or isinstance(arg, (bool, int, float, str)):
+            entries.append({"value": arg})
+        else:
+            raise LendError(f"an input of type {type(arg).__name__} cannot be lent")
+    return entries, guard, max(offset, ALIGN)
+
+
+def views(buffer: torch.Tensor, entries: list[dict[str, Any]]) -> list[Any]:
+    """The inputs as views of ``buffer`` (tensors) or as given (values)."""
+    out: list[Any] = []
+    for entry in entries:
+        if "tensor" in entry:
+            t = entry["tensor"]
+            start, nbytes = int(t["offset"]), int(t["nbytes"])
+            if start < 0 or start + nbytes > _Tensor.numel(buffer):
+                raise handoff.HandoffError("a lent input outside its buffer")
+            view = _Tensor.view(buffer[start:start + nbytes], wire.dtype_of(t["dtype"]))
+            out.append(_Tensor.view(view, [int(s) for s in t["shape"]]))
+        else:
+            out.append(entry.get("value"))
+    return out
+
+
+def _bands(entry: dict[str, Any], guard: int) -> tuple[tuple[int, int], tuple[int, int]]:
+    """The byte ranges of a lent tensor's band before it and after it (the after band starts at its last byte)."""
+    start, nbytes = int(entry["offset"]), int(entry["nbytes"])
+    end = start + nbytes
+    return (start - guard, start), (end, start + -(-nbytes // ALIGN) * ALIGN + guard)
+
+
+class Lent:
+    """The judge's side of one trial's lent inputs: the buffer, the pattern in its bands, and the inputs as the
+    reference drew them (its own tensors, which it computes on: the buffer holds a copy)."""
+
+    def __init__(self, args: list[Any], guard_bytes: int, seed: int, device: str, kinds: tuple[str, ...]):
+        self.entries, self.guard, nbytes = layout(args, guard_bytes)
+        if device.startswith("cuda"):
+            if "cuda" not in kinds:
+                raise LendError("CUDA descriptors are off (KBV_CUDA_HANDOFF=0)")
+            self.kind = "lent-cuda"
+            self.fd, self.buffer = _cuda_buffer(nbytes, torch.device(device).index or 0)
+        else:
+            self.kind = "lent-host"
+            self.fd, self.buffer = _host_buffer(nbytes)
+        self.nbytes = nbytes
+        self.args = args
+        gen = torch.Generator().manual_seed(seed % 2**63)
+        self.patterns: list[tuple[torch.Tensor, torch.Tensor]] = []  # per lent tensor: its two bands' bytes
+        for entry, arg, view in zip(self.entries, args, views(self.buffer, self.entries)):
+            if "tensor" not in entry:
+                continue
+            pair = []
+            for lo, hi in _bands(entry["tensor"], self.guard):
+                band = _Tensor.to(torch.randint(0, 256, (hi - lo,), dtype=torch.uint8, generator=gen),
+                                  self.buffer.device)
+                _Tensor.copy_(self.buffer[lo:hi], band)
+                pair.append(band)
+            self.patterns.append((pair[0], pair[1]))
+            _Tensor.copy_(view, arg)
+        if device.startswith("cuda"):
+            torch.cuda.synchronize(self.buffer.device)
+
+    def message(self) -> dict[str, Any]:
+        """What the candidate is sent: the descriptor (closed here once sent) and the layout."""
+        fd, self.fd = self.fd, -1
+        return {"buffer": wire.Handle(fd, self.kind, "uint8", [self.nbytes], self.nbytes, close_after_send=True),
+                "layout": self.entries}
+
+    def check(self, reference_mutated: set[int]) -> dict[str, Any]:
+        """After the candidate's call: bands that changed (``guard_violations``: input, bytes changed before and
+        after it) and inputs that differ from the reference's own (``mutated_inputs``; one the reference itself
+        wrote into is not compared)."""
+        if self.buffer.device.type == "cuda":
+            torch.cuda.synchronize(self.buffer.device)
+        violations, mutated = [], []
+        patterns = iter(self.patterns)
+        for i, (entry, view) in enumerate(zip(self.entries, views(self.buffer, self.entries))):
+            if "tensor" not in entry:
+                continue
+            counts = [int(_Tensor.sum(_Tensor.ne(self.buffer[lo:hi], band)))
+                      for (lo, hi), band in zip(_bands(entry["tensor"], self.guard), next(patterns))]
+            if any(counts):
+                violations.append({"input": i, "bytes_before": counts[0], "bytes_after": counts[1]})
+            if i not in reference_mutated and not _same_bits(view, self.args[i]):
+                mutated.append(i)
+        return {"guard_violations": violations, "mutated_inputs": mutated}
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+        self.buffer = None  # type: ignore[assignment]
+        self.patterns, self.args = [], []
+
+
+def _same_bits(a: torch.Tensor, b: Any) -> bool:
+    """Whether a lent input still holds exactly the bytes the reference drew."""
+    if type(b) is not _Tensor:
+        return True
+    flat_a = _Tensor.view(_Tensor.reshape(a, -1), torch.uint8)
+    flat_b = _Tensor.view(_Tensor.reshape(_Tensor.contiguous(b), -1), torch.uint8)
+    return bool(_Tensor.equal(flat_a, _Tensor.to(flat_b, a.device)))

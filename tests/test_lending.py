@@ -1,0 +1,147 @@
+"""Inputs the judge lends (kbv.worker.lending), in one process: the reference's side writes them between bands into a
+shared buffer, the candidate's side maps the same memory through the descriptor, and the judge's read-back sees
+every write the candidate's side made, whatever that side's own checks say."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+
+import pytest
+import torch
+
+from kbv.worker import lending
+from kbv.worker.session import _shares_storage
+
+
+def _args() -> list:
+    return [torch.rand(4, 33), 7, torch.arange(10, dtype=torch.int64), None]
+
+
+def _borrowed(lent: lending.Lent) -> list:
+    """The candidate's side: the descriptor the judge sends, mapped here, and the inputs as views of it."""
+    msg = lent.message()
+    handle = msg["buffer"]
+    buffer = lending.borrow(handle.kind, os.dup(handle.fd), handle.nbytes, "cpu")
+    handle.close()
+    return lending.views(buffer, msg["layout"])
+
+
+def test_lent_inputs_are_the_references_and_an_untouched_buffer_checks_clean() -> None:
+    args = _args()
+    lent = lending.Lent(args, 4096, seed=5, device="cpu", kinds=("host",))
+    views = _borrowed(lent)
+    assert torch.equal(views[0], args[0]) and torch.equal(views[2], args[2])
+    assert views[1] == 7 and views[3] is None
+    assert views[0].data_ptr() % lending.ALIGN == 0 and views[2].data_ptr() % lending.ALIGN == 0
+    assert lent.check(set()) == {"guard_violations": [], "mutated_inputs": []}
+
+
+def test_writes_by_the_borrower_are_seen_by_the_lender() -> None:
+    """A write past input 0 lands in its band, a write into input 2 changes it: the lender sees both, and does not
+    compare an input its own call wrote into."""
+    args = _args()
+    lent = lending.Lent(args, 4096, seed=5, device="cpu", kinds=("host",))
+    views = _borrowed(lent)
+    flat = views[0].view(-1)
+    past = torch.as_strided(flat, (flat.numel() + 3,), (1,))  # three floats past the end, as an overrun does
+    past[-3:] = 1.0
+    views[2][4] = -1
+    check = lent.check(set())
+    assert check["guard_violations"] == [{"input": 0, "bytes_before": 0, "bytes_after": 12}]
+    assert check["mutated_inputs"] == [2]
+    assert lent.check({2})["mutated_inputs"] == []
+
+
+def test_a_write_before_an_input_is_its_band_before() -> None:
+    args = _args()
+    lent = lending.Lent(args, 4096, seed=1, device="cpu", kinds=("host",))
+    views = _borrowed(lent)
+    before = torch.as_strided(views[2].view(-1), (2,), (1,), views[2].storage_offset() - 2)
+    before.fill_(123)
+    assert lent.check(set())["guard_violations"] == [{"input": 2, "bytes_before": 16, "bytes_after": 0}]
+
+
+def test_the_lent_buffer_cannot_be_resized_by_the_borrower() -> None:
+    """Sealed against shrinking and growing (a shrunk memfd would fault the judge's read-back), not against
+    writing (the candidate may write, and is seen)."""
+    lent = lending.Lent(_args(), 4096, seed=2, device="cpu", kinds=("host",))
+    handle = lent.message()["buffer"]
+    seals = fcntl.fcntl(handle.fd, fcntl.F_GET_SEALS)
+    assert seals & lending.LENT_SEALS == lending.LENT_SEALS and not seals & fcntl.F_SEAL_WRITE
+    with pytest.raises(OSError):
+        os.ftruncate(handle.fd, 16)
+    with pytest.raises(OSError):
+        os.ftruncate(handle.fd, handle.nbytes * 2)
+    os.pwrite(handle.fd, b"x", 0)  # writes are allowed
+    handle.close()
+    assert lent.check(set())["guard_violations"][0]["bytes_before"] == 1
+
+
+@pytest.mark.parametrize("arg", [[torch.rand(3)], torch.rand(4, 4).t(), {"x": 1}])
+def test_inputs_that_cannot_be_lent(arg) -> None:
+    with pytest.raises(lending.LendError):
+        lending.Lent([arg], 4096, seed=1, device="cpu", kinds=("host",))
+
+
+def test_views_of_one_lent_buffer_do_not_alias_each_other() -> None:
+    """Every lent input is a view of one buffer: aliasing is judged by the bytes a tensor spans, not by its storage,
+    so two inputs never alias, and an output that is an input (or part of one) does."""
+    lent = lending.Lent([torch.rand(8), torch.rand(8)], 4096, seed=3, device="cpu", kinds=("host",))
+    a, b = _borrowed(lent)
+    assert a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+    assert not _shares_storage(a, b)
+    assert _shares_storage(a, a[2:5]) and _shares_storage(a[::2], a) and not _shares_storage(a[:0], a)
+
+
+def test_the_blinded_guard_check_is_blind_only_inside_the_worker() -> None:
+    """blind_integrity_changes patches kbv.worker.guard.violations to report nothing and writes into the band after
+    its input: the worker's own check (the defence off) sees nothing; the judge's read-back of the buffer it lent
+    (the defence on) sees the 64 bytes."""
+    import importlib.util
+
+    from conftest import CANDIDATES
+    from kbv.worker import guard, integrity
+
+    saved_violations, saved_changes = guard.violations, integrity.Integrity.changes
+    try:
+        spec = importlib.util.spec_from_file_location("kbv_lend_blind", CANDIDATES / "blind_integrity_changes.py")
+        fixture = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(fixture)
+        x = torch.rand(64, 1024)
+        args, guards = guard.surround([x], 4096, 9)
+        fixture.ModelNew()(args[0])
+        assert guard.violations(guards) == []  # blinded in the worker
+        lent = lending.Lent([x], 4096, seed=9, device="cpu", kinds=("host",))
+        (view,) = _borrowed(lent)
+        fixture.ModelNew()(view)
+        assert lent.check(set())["guard_violations"] == [{"input": 0, "bytes_before": 0, "bytes_after": 64}]
+    finally:
+        guard.violations, integrity.Integrity.changes = saved_violations, saved_changes
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_lent_inputs_on_the_gpu_are_shared_device_memory() -> None:
+    """On CUDA the buffer is a VMM allocation shared as a descriptor: the borrower's views are device memory of the
+    lender's allocation (no host copy), a kernel's write past an input is seen by the lender, and the borrower's
+    mapping goes away with its last tensor."""
+    args = [torch.rand(1024, 257, device="cuda"), 3, torch.arange(100, device="cuda")]
+    lent = lending.Lent(args, 65536, seed=4, device="cuda", kinds=("host", "cuda"))
+    assert lent.kind == "lent-cuda"
+    msg = lent.message()
+    handle = msg["buffer"]
+    buffer = lending.borrow(handle.kind, os.dup(handle.fd), handle.nbytes, "cuda")
+    handle.close()
+    views = lending.views(buffer, msg["layout"])
+    assert views[0].is_cuda and torch.equal(views[0], args[0]) and views[1] == 3
+    assert lent.check(set()) == {"guard_violations": [], "mutated_inputs": []}
+    flat = views[0].view(-1)
+    torch.as_strided(flat, (flat.numel() + 5,), (1,))[-5:].fill_(2.0)  # a kernel writing past its input
+    views[2].mul_(2)
+    torch.cuda.synchronize()
+    check = lent.check(set())
+    assert check["guard_violations"] == [{"input": 0, "bytes_before": 0, "bytes_after": 20}]
+    assert check["mutated_inputs"] == [2]
+    del views, flat, buffer
+    lent.close()
