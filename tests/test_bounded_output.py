@@ -119,3 +119,29 @@ def test_worker_call_refuses_a_reply_over_its_budget(tmp_path: Path) -> None:
             worker.call({"cmd": "setup", "init_seed": 1}, time.monotonic() + 60, max_bytes=nbytes - 1)
         assert failure.value.kind == "protocol" and "budget" in failure.value.message
         assert worker.pid is not None and not worker._proc.is_alive()
+
+
+def _file_size_limit(pid: int) -> str:
+    """The 'Max file size' soft limit of a process, as the parent reads it from /proc."""
+    for line in Path(f"/proc/{pid}/limits").read_text().splitlines():
+        if line.startswith("Max file size"):
+            return line.split()[3]
+    raise AssertionError("no file size limit line")
+
+
+def test_only_a_candidates_worker_is_capped(tmp_path: Path) -> None:
+    """The cap bounds what a candidate's worker can write; the reference's worker (trusted code) hands the
+    reference's state over in memfds, which RLIMIT_FSIZE would bound too (a 4 GiB weight of KernelBench's
+    level3/2_ShallowWideMLP failed with EFBIG on the H200)."""
+    from kbv.sandbox import observe
+
+    problem = load_problem(problem_path("level1/5_ReLU"))
+    limits = {}
+    for role in ("reference", "candidate"):
+        spec = WorkerSpec(role=role, device="cpu", problem_path=str(problem.path), profile="small", precision="fp32",
+                          mode=problem.mode, work_dir=tmp_path / role, log_path=tmp_path / f"{role}.log",
+                          candidate_path=str(problem.path) if role == "candidate" else None)
+        with Worker(spec, time.monotonic() + 60) as worker:
+            limits[role] = {_file_size_limit(p) for p in observe.tree(worker.pid)}
+    assert limits["candidate"] == {str(WORKER_FILE_BYTES_MAX)}, limits
+    assert str(WORKER_FILE_BYTES_MAX) not in limits["reference"], limits

@@ -141,7 +141,8 @@ def test_lent_inputs_on_the_gpu_are_shared_device_memory() -> None:
     views[2].mul_(2)
     torch.cuda.synchronize()
     check = lent.check(set())
-    assert check["guard_violations"] == [{"input": 0, "bytes_before": 0, "bytes_after": 20}]
+    (violation,) = check["guard_violations"]  # 20 bytes written; a written byte may equal the pattern's by chance
+    assert violation["input"] == 0 and violation["bytes_before"] == 0 and 16 <= violation["bytes_after"] <= 20
     assert check["mutated_inputs"] == [2]
     del views, flat, buffer
     lent.close()

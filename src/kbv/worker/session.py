@@ -640,12 +640,15 @@ def _error(exc: BaseException) -> dict[str, Any]:
 
 
 def _isolate(spec: dict[str, Any]) -> None:
-    """New session and process group, private working and temporary folder, output to the stage's log file; every
-    file it writes is capped at WORKER_FILE_BYTES_MAX (RLIMIT_FSIZE)."""
+    """New session and process group, private working and temporary folder, output to the stage's log file; in a
+    candidate's worker every file it writes is capped at WORKER_FILE_BYTES_MAX (RLIMIT_FSIZE). The reference's
+    worker runs trusted code only and hands the reference's state over in memfds, which the cap would also bound
+    (a 4 GiB weight of KernelBench's level3/2_ShallowWideMLP failed with EFBIG on the H200, 2026-12-02)."""
     os.setsid()
-    _, hard = resource.getrlimit(resource.RLIMIT_FSIZE)  # every file of this worker, its log included, is bounded
-    cap = WORKER_FILE_BYTES_MAX if hard == resource.RLIM_INFINITY else min(hard, WORKER_FILE_BYTES_MAX)
-    resource.setrlimit(resource.RLIMIT_FSIZE, (cap, cap))
+    if spec["role"] == "candidate":
+        _, hard = resource.getrlimit(resource.RLIMIT_FSIZE)  # every file of this worker, its log included
+        cap = WORKER_FILE_BYTES_MAX if hard == resource.RLIM_INFINITY else min(hard, WORKER_FILE_BYTES_MAX)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (cap, cap))
     log = os.open(spec["log_path"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     os.dup2(log, 1)
     os.dup2(log, 2)
