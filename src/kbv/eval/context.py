@@ -192,13 +192,8 @@ class PairContext:
         return worker
 
     def _sample(self, worker: Worker, cpus: set[int]) -> None:
-        """Start the parent's sampling of a worker's CPU time (every call it makes, until ``collect``). On a GPU the
-        correctness stage's workers only: there the events on every thread and CPU slowed the timing stage's
-        workers by a fifth (a 64x2048 ReLU pair on the H200: 6.3 s sampled, 5.3 s not; docs/results/
-        h200-2026-12-02-b), and a GPU problem's host-side library work is large enough to show in 20 calls."""
+        """Start the parent's sampling of a worker's CPU time (every call it makes, until ``collect``)."""
         if not self.options.sample_workers or worker.pid is None or self.sampler_error is not None:
-            return
-        if self.device == "cuda" and worker.spec.stage == "performance":
             return
         running = sampler.Sampler(worker.pid, SAMPLE_HZ, cpus=cpus or None)
         if running.start():
