@@ -23,6 +23,8 @@ from kbv import stats  # noqa: E402
 from kbv.problems.candidates import write_reference_candidate  # noqa: E402
 from kbv.problems import builtin_suite_dir, load_problem  # noqa: E402
 from kbv.sandbox.launch import Worker, WorkerSpec  # noqa: E402
+from kbv.eval.pacing import Pacer  # noqa: E402
+from kbv.protocol import DISTRIBUTION_NAMES, FIRST_TIMED_CALL, TIMING_RULES  # noqa: E402
 
 PROBLEMS = sys.argv[1].split(",") if len(sys.argv) > 1 else [
     "level1/13_Sum_Reduction", "level2/1_Gemm_Bias_ReLU", "level3/4_GRU", "level1/11_Conv2d"]
@@ -51,8 +53,10 @@ def pair(problem, roles, cand, tmp, seed, init_seed) -> dict:
         for rnd in range(ROUNDS):
             order = [0, 1] if rnd % 2 == 0 else [1, 0]
             for i in order:
-                reply = workers[i].call({"cmd": "time", "seed": seed, "baselines": ["standard", "verified"],
-                                         "share": 1 / ROUNDS}, deadline)
+                pacer = Pacer(secrets.randbits(63), DISTRIBUTION_NAMES, ("standard", "verified"), rnd,
+                              FIRST_TIMED_CALL + TIMING_RULES["cuda"].max_trials + 1)  # inputs one call at a time
+                reply = workers[i].call({"cmd": "time", "baselines": ["standard", "verified"], "share": 1 / ROUNDS,
+                                         "round": rnd}, deadline, pacer=pacer)
                 for b in ("standard", "verified"):
                     times[i][b].extend(reply["timing"][b]["times_ms"])
     finally:

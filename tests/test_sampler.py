@@ -4,6 +4,7 @@ they start after sampling began."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import shutil
@@ -12,7 +13,7 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -157,24 +158,31 @@ def test_own_roots_make_a_library_own(tmp_path: Path) -> None:
     assert p.share("other") > 0.5 and "own" not in p.classes(), p.classes()
 
 
-def test_small_ring_wraps_around_without_losing_records() -> None:
-    """Two data pages (records straddle their end) drained every 20 ms: every sample read, none lost."""
-    proc = _child("", PY_WORK)
+@contextlib.contextmanager
+def _sampled_child(work: str, **kw: int) -> Iterator[tuple[subprocess.Popen[str], Sampler]]:
+    """A child told to run ``work`` right after a sampler started on it; killed when the block ends."""
+    proc = _child("", work)
     try:
         assert proc.stdout is not None and proc.stdin is not None
         assert proc.stdout.readline().strip() == "ready"
-        s = Sampler(proc.pid, hz=HZ, pages=2)
+        s = Sampler(proc.pid, hz=HZ, **kw)
         assert s.start(), s.error
         proc.stdin.write("x")
         proc.stdin.flush()
+        yield proc, s
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_small_ring_wraps_around_without_losing_records() -> None:
+    """Two data pages (records straddle their end) drained every 20 ms: every sample read, none lost."""
+    with _sampled_child(PY_WORK, pages=2) as (proc, s):
         deadline = time.monotonic() + WORK_S + 30
         while not _said_done(proc) and time.monotonic() < deadline:
             time.sleep(0.02)
             s.drain()
         p = s.stop()
-    finally:
-        proc.kill()
-        proc.wait()
     assert p.error is None and p.lost == 0, p
     _enough(p)
     assert p.share("python") > 0.5, p.classes()
@@ -204,23 +212,13 @@ def test_full_ring_is_reported() -> None:
 
 def test_lost_samples_are_counted() -> None:
     """One data page, drained once halfway: the kernel then writes a record of what it dropped."""
-    proc = _child("", PY_WORK)
-    try:
-        assert proc.stdout is not None and proc.stdin is not None
-        assert proc.stdout.readline().strip() == "ready"
-        s = Sampler(proc.pid, hz=HZ, pages=1)
-        assert s.start(), s.error
-        proc.stdin.write("x")
-        proc.stdin.flush()
+    with _sampled_child(PY_WORK, pages=1) as (proc, s):
         deadline = time.monotonic() + 30
         while _cpu_seconds(proc.pid) < WORK_S / 2 and time.monotonic() < deadline:
             time.sleep(0.01)
         s.drain()  # the buffer has been full for a while
-        assert proc.stdout.readline().strip() == "done"
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "done"
         p = s.stop()
-    finally:
-        proc.kill()
-        proc.wait()
     assert p.overflowed and p.lost > WORK_S * HZ / 6, p
     assert p.error is None and p.share("python") > 0.5, p
 
