@@ -13,7 +13,8 @@ from typing import Any
 
 LOG_TAIL_LINES = 40
 MAX_KERNEL_ROWS = 8
-SUSPICIOUS_FLAGS = ("speedup_above_bound", "above_roofline", "wall_clock_mismatch", "timer_inconsistent", "tamper")
+SUSPICIOUS_FLAGS = ("speedup_above_bound", "above_roofline", "wall_clock_mismatch", "timer_inconsistent", "untimed_work",
+                    "tamper")
 FALLBACK_FLAGS = ("fallback", "partial_fallback")
 
 
