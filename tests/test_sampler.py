@@ -41,6 +41,18 @@ def _child(setup: str, work: str, env: dict[str, str] | None = None) -> subproce
 
 def _profile(setup: str, work: str, env: dict[str, str] | None = None, **kw: int) -> Profile:
     """Sample a child from ``ready`` to ``done`` (while it is still alive)."""
+    with _sampled_child(work, setup, env, **kw) as (proc, s):
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "done"
+        profile = s.stop()
+    assert profile.error is None
+    return profile
+
+
+@contextlib.contextmanager
+def _sampled_child(work: str, setup: str = "", env: dict[str, str] | None = None,
+                   **kw: int) -> Iterator[tuple[subprocess.Popen[str], Sampler]]:
+    """A child told to run ``work`` right after a sampler started on it; killed when the block ends (or after
+    60 s, whatever the block does)."""
     proc = _child(setup, work, env)
     watchdog = threading.Timer(60, proc.kill)
     watchdog.start()
@@ -51,14 +63,11 @@ def _profile(setup: str, work: str, env: dict[str, str] | None = None, **kw: int
         assert s.start(), s.error
         proc.stdin.write("x")
         proc.stdin.flush()
-        assert proc.stdout.readline().strip() == "done"
-        profile = s.stop()
+        yield proc, s
     finally:
         watchdog.cancel()
         proc.kill()
         proc.wait()
-    assert profile.error is None
-    return profile
 
 
 def _enough(profile: Profile, seconds: float = WORK_S) -> None:
@@ -156,23 +165,6 @@ def test_own_roots_make_a_library_own(tmp_path: Path) -> None:
     own: Sequence[str] = [str(build)]
     assert p.share("own", own) > 0.5 and (p.share("other", own) or 0.0) < 0.05, p.classes(own)
     assert p.share("other") > 0.5 and "own" not in p.classes(), p.classes()
-
-
-@contextlib.contextmanager
-def _sampled_child(work: str, **kw: int) -> Iterator[tuple[subprocess.Popen[str], Sampler]]:
-    """A child told to run ``work`` right after a sampler started on it; killed when the block ends."""
-    proc = _child("", work)
-    try:
-        assert proc.stdout is not None and proc.stdin is not None
-        assert proc.stdout.readline().strip() == "ready"
-        s = Sampler(proc.pid, hz=HZ, **kw)
-        assert s.start(), s.error
-        proc.stdin.write("x")
-        proc.stdin.flush()
-        yield proc, s
-    finally:
-        proc.kill()
-        proc.wait()
 
 
 def test_small_ring_wraps_around_without_losing_records() -> None:
