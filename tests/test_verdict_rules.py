@@ -414,6 +414,57 @@ def _recorded_calls(fake: type[FakeWorker], events: list[tuple[str, str, float, 
     return call, real_call
 
 
+@pytest.mark.parametrize("worker_says, driver_says, flagged", [  # (candidate, reference) bytes
+    ((10 * 2**30, 2 * 2**30), (3 * 2**30, 3 * 2**30), False),  # another process's 8 GiB in the worker's figure
+    ((2 * 2**30, 2 * 2**30), (4 * 2**30, 3 * 2**30), True),  # the driver sees 1 GiB more the worker hides
+    ((3 * 2**30, 2 * 2**30), (0, 3 * 2**30), True),  # no driver figure for one role: the workers' figures
+    ((0, 0), (2856321024, 2527068160), False),  # level1/3 against itself on the H200: within a quarter
+    ((0, 0), (800 * 2**20, 600 * 2**20), True),  # 200 MiB above 600 MiB: above both margins
+])
+def test_device_memory_held_is_compared_from_the_drivers_figure_per_process(fake, monkeypatch, tmp_path, worker_says,
+                                                                           driver_says, flagged) -> None:
+    """Issue 12, rule 4 (and a false memory_above_reference on the H200, docs/results/h200-2026-12-02-c): on a GPU
+    the memory each role holds is compared from what the driver says each worker's processes hold (NVML, read by
+    the parent: kbv.sandbox.devmem), which neither another process nor the worker can change; each worker's own
+    figure (the GPU's memory in use since its setup) only where the driver gives none."""
+    from kbv.eval import performance as perf_mod
+
+    pids = {"reference": 101, "candidate": 202}
+    by_pid = {101: driver_says[1], 202: driver_says[0]}
+    monkeypatch.setattr(perf_mod.observe, "tree", lambda pid: [pid])
+    monkeypatch.setattr(perf_mod.devmem, "used_by", lambda found: {p: by_pid.get(p, 0) for p in found})
+
+    def script(role: str) -> Callable[[dict], dict]:
+        inner = timing_script(1.0, 0.0)
+
+        def run(msg: dict[str, Any]) -> dict[str, Any]:
+            if msg["cmd"] == "memory":
+                delta = worker_says[0] if role == "candidate" else worker_says[1]
+                return {"memory": {"peak_bytes": 1000, "method": "fake", "device_in_use_delta": delta}}
+            return inner(msg)
+        return run
+
+    class Pid(FakeWorker):
+        def __init__(self, spec: Any, deadline: float, on_close: Any = None):
+            super().__init__(spec, deadline, on_close)
+            self.pid = pids[spec.role]
+
+    monkeypatch.setattr(context_module, "Worker", Pid)
+    monkeypatch.setattr(perf_mod.envinfo, "gpu_clocks", lambda gpu: None)
+    fake.scripts = {"reference": script("reference"), "candidate": script("candidate")}
+    problem = load_problem(problem_path("level1/5_ReLU"))
+    cand = tmp_path / "cand.py"
+    cand.write_text("class ModelNew: pass\n")
+    ctx = PairContext(problem, Candidate.from_path(cand), EvalOptions(device="cpu", sandbox="off", timing_pairs=1,
+                                                                      protocol="verified", sample_workers=False),
+                      "cuda", gpu=0)
+    performance.PerformanceStage(ctx).run()
+    memory = ctx.draft.memory_bytes
+    assert memory["process_device"] == {"reference": driver_says[1] or None, "candidate": driver_says[0] or None}
+    assert memory["held_compared"] == ("process_device" if all(driver_says) else "device_in_use")
+    assert ("memory_above_reference" in ctx.evidence.observed) is flagged
+
+
 def test_the_first_pairs_workers_are_measured_for_memory_one_at_a_time(fake, tmp_path) -> None:
     """Device memory in use is counted for the whole GPU from a baseline each worker takes at its setup: the
     candidate starts only after the reference's memory is measured, and no other worker starts before the
@@ -430,7 +481,8 @@ def test_the_first_pairs_workers_are_measured_for_memory_one_at_a_time(fake, tmp
         fake.call = real_call  # type: ignore[method-assign]
     setups = [e for e in events if e[0] == "setup"]
     memory = [e for e in events if e[0] == "memory"]
-    assert [e[1] for e in setups] == ["reference", "candidate"] * 3
+    assert [e[1] for e in setups[:2]] == ["reference", "candidate"]  # the later pairs' set up together, after
+    assert sorted(e[1] for e in setups[2:]) == ["candidate"] * 2 + ["reference"] * 2
     ref_memory = [e for e in memory if e[1] == "reference"]
     cand_memory = [e for e in memory if e[1] == "candidate"]
     assert ref_memory and cand_memory
@@ -440,14 +492,15 @@ def test_the_first_pairs_workers_are_measured_for_memory_one_at_a_time(fake, tmp
 
 @pytest.mark.parametrize("fail, closed", [(1, 2), (2, 3), (5, 6)])
 def test_a_failed_setup_closes_every_started_worker(fake, tmp_path, fail: int, closed: int) -> None:
-    """A worker whose setup dies ends the stage as that role's failure (the reference's: ReferenceFailed); the
-    failing worker and every one started before it are closed."""
+    """Workers started when their pair is due (``KBV_START_AHEAD=0``): a worker whose setup dies ends the stage as
+    that role's failure (the reference's: ReferenceFailed); the failing worker and every one started before it are
+    closed."""
     events: list[tuple[str, str, float, float]] = []
     call, real_call = _recorded_calls(fake, events, fail)
     fake.call = call  # type: ignore[method-assign]
     try:
         fake.scripts = {"reference": timing_script(1.0, 0.0), "candidate": timing_script(1.0, 0.0)}
-        ctx = context(tmp_path, timing_pairs=3, protocol="verified")
+        ctx = context(tmp_path, timing_pairs=3, protocol="verified", start_ahead=False)  # one worker at a time
         if fail % 2 == 0:
             with pytest.raises(ReferenceFailed):
                 performance.PerformanceStage(ctx).run()
@@ -467,6 +520,96 @@ def test_closing_a_worker_is_charged_to_process_exit(fake, tmp_path) -> None:
     performance.PerformanceStage(ctx).run()
     assert len(fake.closed) == 6
     assert ctx.spent["performance/process_exit"] == pytest.approx(6 * 0.25)
+
+
+class _Numbered(FakeWorker):
+    """A fake worker that logs (event, its number, role) for starts, commands and closes; ``fail`` names a (role,
+    command, least worker number) that raises a worker failure (workers started together in threads are numbered
+    in no fixed order)."""
+
+    started = 0
+    events: list[tuple[str, int, str]] = []
+    fail: tuple[str, str, int] | None = None
+
+    def __init__(self, spec: Any, deadline: float, on_close: Any = None):
+        super().__init__(spec, deadline, on_close)
+        self.number = _Numbered.started
+        _Numbered.started += 1
+        _Numbered.events.append(("start", self.number, spec.role))
+
+    def close(self, wait: bool = True) -> None:
+        _Numbered.events.append(("gone" if wait else "asked", self.number, self.spec.role))
+        super().close(wait)
+
+    def call(self, msg: dict[str, Any], deadline: float, max_bytes: int | None = None,
+             pacer: Any = None) -> dict[str, Any]:
+        _Numbered.events.append((msg["cmd"], self.number, self.spec.role))
+        if _Numbered.fail is not None and _Numbered.fail[:2] == (self.spec.role, msg["cmd"]) \
+                and self.number >= _Numbered.fail[2]:
+            raise WorkerFailure("died", f"{msg['cmd']} died")
+        return super().call(msg, deadline, max_bytes, pacer)
+
+
+@pytest.fixture
+def numbered(fake, monkeypatch) -> type[_Numbered]:
+    monkeypatch.setattr(context_module, "Worker", _Numbered)
+    _Numbered.started, _Numbered.events, _Numbered.fail = 0, [], None
+    fake.scripts = {"reference": timing_script(1.0, 0.0), "candidate": timing_script(1.0, 0.0)}
+    return _Numbered
+
+
+def test_later_pairs_start_ahead_while_the_first_pair_exits(numbered, tmp_path) -> None:
+    """Issue 13: the timing stage's workers start together. The first pair's two processes start at once; every
+    later pair's workers start and are set up, in threads, only once the first pair is timed and its workers asked
+    to exit (no later pair's worker exists while the first pair's memory is measured or it is timed), and the first
+    pair's workers are gone before the second pair is timed; no worker serves two pairs, and every one is gone when
+    the stage ends."""
+    ctx = context(tmp_path, timing_pairs=3, protocol="verified")
+    performance.PerformanceStage(ctx).run()
+    events = numbered.events
+    at = {(e, n): i for i, (e, n, _) in reversed(list(enumerate(events)))}  # each event's first index
+    assert {at[("start", 0)], at[("start", 1)]} == {0, 1}  # the first pair's processes, before anything else
+    first_pair_done = max(i for i, (e, n, _) in enumerate(events) if n in (0, 1) and e in ("time", "kept", "burst"))
+    second_pair_timed = min(i for i, (e, n, _) in enumerate(events) if e == "time" and n in (2, 3))
+    for later in range(2, 6):
+        assert first_pair_done < at[("asked", 0)] < at[("start", later)] < at[("setup", later)] < second_pair_timed
+    assert at[("gone", 0)] < second_pair_timed and at[("gone", 1)] < second_pair_timed
+    timed = {n for e, n, _ in events if e == "time"}
+    assert timed == set(range(6))
+    pairs = [{n for e, n, _ in events if e == "time" and n in (2 * k, 2 * k + 1)} for k in range(3)]
+    assert all(len(p) == 2 for p in pairs)  # each pair's two workers, timed together, none in two pairs
+    assert {n for e, n, _ in events if e == "gone"} == set(range(6))
+    assert "performance/start_ahead" in ctx.spent and "performance/process_start" not in ctx.spent
+
+
+def test_a_later_pairs_failure_closes_every_worker_started_ahead(numbered, tmp_path) -> None:
+    """A candidate worker of a later pair that dies while set up ahead fails the stage for the candidate, and every
+    worker started (the first pair's and the other later ones) is closed; no later pair is timed."""
+    numbered.fail = ("candidate", "setup", 4)  # the third pair's candidate
+    ctx = context(tmp_path, timing_pairs=3, protocol="verified")
+    performance.PerformanceStage(ctx).run()
+    events = numbered.events
+    assert ctx.evidence.failures and ctx.evidence.failures[0].role == "candidate"
+    assert {n for e, n, _ in events if e == "time"} == {0, 1}
+    assert {n for e, n, _ in events if e == "gone"} == set(range(6))
+
+
+def test_a_truncated_candidate_starts_no_later_pair(numbered, tmp_path) -> None:
+    """A far slower candidate is timed once, in the first pair: the later pairs' workers are never started."""
+    numbered.scripts["candidate"] = timing_script(100.0, 0.0, truncated=True)  # FakeWorker's, reset by the fixture
+    performance.PerformanceStage(context(tmp_path, timing_pairs=3, protocol="verified")).run()
+    assert {n for e, n, _ in numbered.events if e == "start"} == {0, 1}
+    assert {n for e, n, _ in numbered.events if e == "gone"} == {0, 1}
+
+
+def test_a_later_references_failure_is_the_references(numbered, tmp_path) -> None:
+    """The reference's worker dying while set up ahead is the reference's failure (the pair is not judged), even
+    when a candidate's failed beside it; every worker started is closed."""
+    numbered.fail = ("reference", "setup", 2)  # the second pair's reference
+    ctx = context(tmp_path, timing_pairs=2, protocol="verified")
+    with pytest.raises(ReferenceFailed):
+        performance.PerformanceStage(ctx).run()
+    assert {n for e, n, _ in numbered.events if e == "gone"} == set(range(4))
 
 
 def test_a_pairs_workers_exit_while_the_next_pair_starts_and_are_gone_before_it_is_timed(fake, monkeypatch,
@@ -496,7 +639,7 @@ def test_a_pairs_workers_exit_while_the_next_pair_starts_and_are_gone_before_it_
 
     monkeypatch.setattr(context_module, "Worker", Ordered)
     fake.scripts = {"reference": timing_script(1.0, 0.0), "candidate": timing_script(1.0, 0.0)}
-    performance.PerformanceStage(context(tmp_path, timing_pairs=2, protocol="verified")).run()
+    performance.PerformanceStage(context(tmp_path, timing_pairs=2, protocol="verified", start_ahead=False)).run()
     at = {event: i for i, event in reversed(list(enumerate(events)))}  # each event's first index
     first_time_of_pair_2 = min(at[("time", 2)], at[("time", 3)])
     for old in (0, 1):
@@ -962,12 +1105,14 @@ def _growing_threads(fake, monkeypatch, device_baseline_first: bool, tmp_path) -
     from kbv.sandbox.observe import Snapshot
 
     served: dict[int, int] = {}
+    roles: dict[int, str] = {}
 
     class Counting(FakeWorker):
         def __init__(self, spec: Any, deadline: float, on_close: Any = None):
             super().__init__(spec, deadline, on_close)
             self.pid = 1000 + len(served)
             served[self.pid] = 0
+            roles[self.pid] = spec.role
 
         def call(self, msg: dict[str, Any], deadline: float, max_bytes: int | None = None,
                  pacer: Any = None) -> dict[str, Any]:
@@ -976,7 +1121,7 @@ def _growing_threads(fake, monkeypatch, device_baseline_first: bool, tmp_path) -
             return super().call(msg, deadline, max_bytes, pacer)
 
     def snapshot(pid: int | None) -> Snapshot | None:
-        role_grows = pid is not None and pid % 2 == 1  # the candidate is the second worker started
+        role_grows = roles.get(pid) == "candidate"
         return Snapshot(1, 4 + (1 if role_grows and served.get(pid, 0) else 0), None, None)
 
     monkeypatch.setattr(context_module, "Worker", Counting)

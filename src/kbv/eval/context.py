@@ -8,7 +8,7 @@ import os
 import secrets
 import tempfile
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -178,11 +178,12 @@ class PairContext:
         key = f"{stage}/{part}"
         self.spent[key] = self.spent.get(key, 0.0) + seconds
 
-    def start(self, role: str, stage: str, deadline: float) -> Worker:
-        """A fresh worker, its start (process, imports, problem load, confinement) charged to ``process_start``. On
+    def start(self, role: str, stage: str, deadline: float, charged: bool = True) -> Worker:
+        """A fresh worker, its start (process, imports, problem load, confinement) charged to ``process_start``
+        (unless ``charged`` is False: workers started together in threads are charged once, by the caller). On
         the CPU both roles are pinned by the parent to the same CPUs (``worker_cpus``): a candidate that starts more
         threads gains no cores, and one that widens its CPU set is caught (``watch``)."""
-        with self.clock(stage, "process_start"):
+        with self.clock(stage, "process_start") if charged else nullcontext():
             worker = Worker(self.spec(role, stage), deadline, on_close=lambda s: self.charge(stage, "process_exit", s))
         cpus = self.worker_cpus()
         if cpus and observe.pin(worker.pid, cpus):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import secrets
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
 
@@ -35,6 +36,17 @@ def poisoned(ref_out: dict[str, Any], which: int) -> dict[str, Any]:
     inputs."""
     sizes = [int(n) for n in ref_out.get("nbytes", []) if int(n) > 0] + [2 * 2**20] * 4
     return {"poison": {"byte": POISON_BYTES[which], "sizes": sizes}, "guard_bytes": GUARD_BYTES}
+
+
+_STARTER = ThreadPoolExecutor(max_workers=4, thread_name_prefix="kbv-start-ahead")  # candidates' processes
+
+
+def _discard(starting: Future) -> None:
+    """Close a worker started ahead that will not be used (its start's own failure is moot)."""
+    try:
+        starting.result().close()
+    except BaseException:  # noqa: BLE001 - the pair already failed for another reason
+        pass
 
 
 class CorrectnessStage:
@@ -125,18 +137,27 @@ class CorrectnessStage:
         first_d1: tuple[int, dict[str, Any]] | None = None  # (seed, candidate reply) of a D1 trial, drawn after
         seeds: dict[str, list[int]] = {}
         failure: WorkerFailure | None = None
+        # the candidate's process starts while the reference's starts and is set up (no candidate code runs
+        # before its setup command); only the time spent waiting for it afterwards is charged
+        starting = _STARTER.submit(ctx.start, "candidate", "correctness", time.monotonic() + options.timeout, False)
         try:
             reference = ctx.start("reference", "correctness", time.monotonic() + options.timeout)
         except WorkerFailure as exc:
+            _discard(starting)
             raise ReferenceFailed(exc, "correctness") from None
         with reference:
-            setup = self.ref_call(reference, {"cmd": "setup", "init_seed": ctx.init_seed})
+            try:
+                setup = self.ref_call(reference, {"cmd": "setup", "init_seed": ctx.init_seed})
+            except BaseException:
+                _discard(starting)
+                raise
             ctx.ref_state = setup["state"]
             ctx.draft.shapes = setup.get("shapes", {})
             ctx.draft.env["device"] = setup.get("device", {}) | ctx.draft.env.get("device", {})
             try:
                 t0 = time.monotonic()
-                candidate = ctx.start("candidate", "correctness", t0 + options.timeout)
+                with ctx.clock("correctness", "process_start"):
+                    candidate = starting.result()
                 self.spent += time.monotonic() - t0
             except WorkerFailure as exc:
                 failure = exc

@@ -15,6 +15,7 @@ import secrets
 import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from typing import Any
 
 from kbv import envinfo, stats
@@ -26,10 +27,10 @@ from kbv.eval.refcache import ReferenceTimingCache, cache_key
 from kbv.protocol import (
     BURST_DEVICE_BOUND, BURST_INPUT_SETS, BURST_MAX_CALLS, BURST_MAX_WALL_OVER_TIMED, BURST_MAX_WALL_SPEEDUP, BURST_MIN_CLAIM, BURST_MIN_CLAIM_CPU,
     BURST_TARGET_MS, CHANGED_KEPT_MAX, FIRST_TIMED_CALL,
-    CPU_MEMORY_REPEATS, DEVICE_IN_USE_SLACK_BYTES, DISTRIBUTIONS, JUDGED_TIMED_CALLS_PER_PAIR, MEMORY_SLACK_BYTES,
+    CPU_MEMORY_REPEATS, DEVICE_IN_USE_SLACK_BYTES, DEVICE_IN_USE_SLACK_REL, DISTRIBUTIONS, JUDGED_TIMED_CALLS_PER_PAIR, MEMORY_SLACK_BYTES,
     REFERENCE_REMEASURE_TRIALS, RING_BYTES, RING_DEVICE_FRACTION, TIMED_DISTRIBUTION_WEIGHTS, TIMING_ROUNDS, TIMING_RULES, TIMING_TRUNCATE_FACTOR, timed_call,
 )
-from kbv.sandbox import observe
+from kbv.sandbox import devmem, observe
 from kbv.sandbox.launch import Worker, WorkerFailure
 
 _READER = ThreadPoolExecutor(max_workers=4, thread_name_prefix="kbv-gpu-clocks")  # readings of GPU clocks
@@ -65,24 +66,62 @@ class PerformanceStage:
 
     # -- workers --------------------------------------------------------------------------------------------------
 
-    def _worker(self, role: str, deadline: float) -> Worker:
-        """A fresh worker for timing, with the reference's initial state loaded (the reference loads it too, so
-        both processes allocate alike)."""
-        state = self.ctx.ref_state if role == "reference" else self.ctx.candidate_state()
+    def _start(self, role: str, deadline: float, charged: bool = True) -> Worker:
+        """A fresh worker for timing (its start charged to ``process_start`` unless ``charged`` is False)."""
         try:
-            worker = self.ctx.start(role, "performance", deadline)
-            try:
-                with self.ctx.clock("performance", "setup"):
-                    worker.call({"cmd": "setup", "init_seed": self.ctx.init_seed, "state": state}, deadline)
-            except BaseException:
-                self.ctx.collect(worker)
-                worker.close()
-                raise
-            return worker
+            return self.ctx.start(role, "performance", deadline, charged=charged)
         except WorkerFailure as failure:
             if role == "reference":
                 raise ReferenceFailed(failure, "performance") from None
             raise
+
+    def _setup(self, worker: Worker, deadline: float, charged: bool = True) -> None:
+        """Load the reference's initial state into a timing worker (the reference loads it too, so both processes
+        allocate alike); a worker whose setup fails is collected (its caller closes it)."""
+        role = worker.spec.role
+        state = self.ctx.ref_state if role == "reference" else self.ctx.candidate_state()
+        try:
+            with self.ctx.clock("performance", "setup") if charged else nullcontext():
+                worker.call({"cmd": "setup", "init_seed": self.ctx.init_seed, "state": state}, deadline)
+        except BaseException as exc:
+            self.ctx.collect(worker)
+            if isinstance(exc, WorkerFailure) and role == "reference":
+                raise ReferenceFailed(exc, "performance") from None
+            raise
+
+    def _start_ahead(self, pairs: range, deadline: float, set_up: bool) -> list[dict[str, Worker]]:
+        """The workers of ``pairs``, started at once in threads (and set up, with ``set_up``), charged to
+        ``start_ahead`` as one wall time; a failure closes every worker started (the reference's failure raised
+        first). Each waits idle, blocked on its own channel, until its pair is timed; none serves another pair."""
+        jobs = [(index, role) for index in pairs for role in ("reference", "candidate")]
+
+        def launch(role: str) -> Worker:
+            worker = self._start(role, deadline, charged=False)
+            if set_up:
+                try:
+                    self._setup(worker, deadline, charged=False)
+                except BaseException:
+                    worker.close()
+                    raise
+            return worker
+
+        workers: dict[int, dict[str, Worker]] = {index: {} for index in pairs}
+        failures: list[BaseException] = []
+        with self.ctx.clock("performance", "start_ahead"), \
+                ThreadPoolExecutor(len(jobs), thread_name_prefix="kbv-start-ahead") as pool:
+            futures = {job: pool.submit(launch, job[1]) for job in jobs}
+            for (index, role), future in futures.items():
+                try:
+                    workers[index][role] = future.result()
+                except BaseException as exc:  # noqa: BLE001 - raised below, once every worker is accounted for
+                    failures.append(exc)
+        if failures:
+            for pair in workers.values():
+                for worker in pair.values():
+                    self.ctx.collect(worker)
+                    worker.close()
+            raise next((f for f in failures if isinstance(f, ReferenceFailed)), failures[0])
+        return [workers[index] for index in pairs]
 
     @staticmethod
     def _wait_exited(workers: list[Worker]) -> None:
@@ -105,11 +144,18 @@ class PerformanceStage:
     def _memory(self, worker: Worker, role: str, deadline: float) -> dict[str, Any]:
         """The memory command, measured twice: by the worker (one call's peak) and, on the CPU, by the parent from
         ``/proc`` (the rise of the worker's resident set over the whole command: ``kbv.sandbox.observe``), which
-        the candidate cannot blind; on the CPU the parent's figure is the one compared, for both roles alike."""
+        the candidate cannot blind; on the CPU the parent's figure is the one compared, for both roles alike. On a
+        GPU the parent also reads what the driver says the worker's processes hold after the call (NVML), compared
+        instead of the worker's own figure where both roles have it."""
         key = secrets.randbits(63)
         msg = {"cmd": "memory", "key": key, "names": self.names}
         result = dict(self._call(worker, role, msg, deadline)["memory"])
-        if self.ctx.device != "cpu":
+        if self.ctx.device != "cpu":  # what the driver says the worker's processes hold after the call (its tree:
+            # a sandboxed worker's CUDA runs in the inner process of its PID namespace; kbv.sandbox.devmem)
+            pids = observe.tree(worker.pid) if worker.pid is not None else []
+            held = devmem.used_by(pids) if pids else None
+            # none listed: not found (a CUDA worker holds a context by now), so no figure rather than a zero
+            result["process_device_bytes"] = (sum(held.values()) or None) if held else None
             return result
         peaks = []
         for _ in range(CPU_MEMORY_REPEATS):  # stray allocations only add: the least of a few calls is the cleanest
@@ -146,17 +192,30 @@ class PerformanceStage:
         wall: dict[str, list[float]] = {}
         share = 1.0 / (TIMING_ROUNDS * n_pairs)
         exiting: list[Worker] = []  # the previous pair's workers, asked to exit: waited for before the next timing
+        # Started ahead (options.start_ahead): the first pair's two processes together; then, once the first pair
+        # is timed and its workers asked to exit, every later pair's workers together, started and set up while
+        # those exit (no later pair's worker exists while the first pair is measured or timed).
+        ahead: list[dict[str, Worker]] = [{} for _ in range(n_pairs)]
         try:
+            if options.start_ahead:
+                ahead[:1] = self._start_ahead(range(1), deadline, set_up=False)
             for pair_index in range(n_pairs):
-                # Memory once, in the first pair, each worker measured while the other is idle or not yet started:
-                # device memory in use is counted for the whole GPU, from a baseline each worker takes at its setup
-                # (on the H200 a candidate set up beside a measured reference counted the reference's as its own).
-                reference = self._worker("reference", deadline)
+                # Memory once, in the first pair, each worker measured while the other is idle or not yet set up,
+                # and before any later pair's worker exists: device memory in use is counted for the whole GPU,
+                # from a baseline each worker takes at its setup (on the H200 a candidate set up beside a measured
+                # reference counted the reference's as its own).
+                set_up = pair_index == 0 or not options.start_ahead
+                workers = ahead[pair_index]
+                reference = workers.pop("reference", None) or self._start("reference", deadline)
                 try:
+                    if set_up:
+                        self._setup(reference, deadline)
                     if pair_index == 0:
                         memory_peaks["reference"] = self._memory(reference, "reference", deadline)
-                    candidate = self._worker("candidate", deadline)
+                    candidate = workers.pop("candidate", None) or self._start("candidate", deadline)
                     try:
+                        if set_up:
+                            self._setup(candidate, deadline)
                         if pair_index == 0:
                             memory_peaks["candidate"] = self._memory(candidate, "candidate", deadline)
                         self._wait_exited(exiting)  # they exited while this pair started: now it has the GPU alone
@@ -170,10 +229,17 @@ class PerformanceStage:
                     exiting.append(reference)
                 if self.truncated:
                     break
+                if pair_index == 0 and options.start_ahead and n_pairs > 1:
+                    ahead[1:] = self._start_ahead(range(1, n_pairs), deadline, set_up=True)
         except WorkerFailure as failure:
             self.ev.fail(Failure("performance", "candidate", failure.kind, failure_dict("performance", failure)))
             return
         finally:
+            for workers in ahead:  # started ahead and never timed (a failure, or a truncated candidate)
+                for worker in workers.values():
+                    self.ctx.collect(worker)
+                    worker.close(wait=False)
+                    exiting.append(worker)
             self._wait_exited(exiting)
         self.ev.timing_truncated = self.truncated
         self._judge_aliases()
@@ -223,12 +289,24 @@ class PerformanceStage:
         draft.memory_bytes = {"candidate_peak": cand_peak, "reference_peak": ref_peak,
                               "method": memory_peaks["candidate"].get("method"),
                               "candidate_device_in_use": memory_peaks["candidate"].get("device_in_use_delta"),
-                              "reference_device_in_use": memory_peaks["reference"].get("device_in_use_delta")}
+                              "reference_device_in_use": memory_peaks["reference"].get("device_in_use_delta"),
+                              "process_device": {role: memory_peaks[role].get("process_device_bytes")
+                                                 for role in ("reference", "candidate")}
+                              if ctx.device != "cpu" else None}
         draft.timing_ms["wall_per_call"] = {role: totals[0] / totals[1] for role, totals in wall.items() if totals[1]}
         if cand_peak is not None and ref_peak is not None and cand_peak > ref_peak + MEMORY_SLACK_BYTES[ctx.device]:
             self.ev.see("memory_above_reference")
-        cand_held, ref_held = draft.memory_bytes["candidate_device_in_use"], draft.memory_bytes["reference_device_in_use"]
-        if cand_held is not None and ref_held is not None and cand_held > ref_held + DEVICE_IN_USE_SLACK_BYTES:
+        # device memory held: the driver's figure per process where both roles have one (read by the parent, and no
+        # other process's memory in it), else each worker's own rise of the GPU's memory in use since its setup
+        process = draft.memory_bytes["process_device"] or {}
+        if process.get("candidate") and process.get("reference"):
+            cand_held, ref_held = process["candidate"], process["reference"]
+            draft.memory_bytes["held_compared"] = "process_device"
+        else:
+            cand_held, ref_held = draft.memory_bytes["candidate_device_in_use"], draft.memory_bytes["reference_device_in_use"]
+            draft.memory_bytes["held_compared"] = "device_in_use" if ctx.device != "cpu" else None
+        if cand_held is not None and ref_held is not None and cand_held > ref_held + max(
+                DEVICE_IN_USE_SLACK_BYTES, DEVICE_IN_USE_SLACK_REL * max(ref_held, 0)):
             self.ev.see("memory_above_reference")
 
     def _time_pair(self, reference: Worker, candidate: Worker, pair_index: int, cached: dict[str, Any], seed: int,

@@ -145,15 +145,18 @@ def perturb_parameters(model: nn.Module, seed: int) -> list[str]:
     """Add fresh noise to every floating parameter (not buffers): ``p += s * randn`` with ``s`` half the
     parameter's RMS, or 0.1 where it is all zeros. Identity defaults (LayerNorm weight 1 and bias 0, a zero bias)
     then matter, so a kernel that ignores them fails. Returns the names perturbed."""
-    gen = torch.Generator().manual_seed(seed % 2**63)
-    names = []
+    generators: dict[torch.device, torch.Generator] = {}  # one per device, seeded alike: the noise is drawn where
+    names = []  # the parameter lives (a 1 GiB weight's noise drawn on the CPU took seconds)
     with torch.no_grad():
         for name, param in model.named_parameters():
             if not param.is_floating_point() or param.numel() == 0:
                 continue
+            if param.device not in generators:
+                generators[param.device] = torch.Generator(device=param.device).manual_seed(seed % 2**63)
             rms = float(param.detach().double().pow(2).mean().sqrt())
             scale = PERTURB_RELATIVE_SCALE * rms if rms > 0 else PERTURB_ZERO_SCALE
-            noise = torch.randn(param.shape, generator=gen, dtype=torch.float32).to(param.device, param.dtype)
+            noise = torch.randn(param.shape, generator=generators[param.device], dtype=torch.float32,
+                                device=param.device).to(dtype=param.dtype)
             param.add_(noise * scale)
             names.append(name)
     return names

@@ -163,6 +163,7 @@ class Session:
         self.lent: tuple[lending.Lent, set[int]] | None = None
         self.timing_inputs: list[Any] | None = None
         self.rings: dict[Any, list[Any]] = {}  # kept timed outputs until the parent draws the judged ones
+        self.digest_ns = 0  # time spent digesting kept outputs (a diagnostic of the timing command's split)
         # sends a kept output's digest to the parent as its trial ends (kbv.worker.commit; set by main)
         self.commit: Callable[[list[Any]], None] | None = None
         # asks the parent for a timed call's seed and distribution when the call is due (kbv.eval.pacing; set by main)
@@ -448,7 +449,9 @@ class Session:
             aliased.extend(p for p in pairs if p not in aliased)
             ring.append((index, structure, copies, out))
             if self.commit is not None:  # on record outside this process before the next trial starts
+                t_digest = time.perf_counter_ns()
                 digest = self.committed[(*name, index)] = commit.digest(copies)
+                self.digest_ns += time.perf_counter_ns() - t_digest
                 self.commit([*name, index, digest])
             if len(ring) > 1:  # only the last call's own output stays referenced (the deferred-write check)
                 ring[-2] = ring[-2][:3] + (None,)
@@ -489,6 +492,7 @@ class Session:
             name = (round_name, baseline)
             aliased: list[list[int]] = []
             keep = self._ring(name, aliased) if keep_outputs else None
+            self.digest_ns = 0
             slow = msg.get("slow_ms")
             timings[baseline] = timer.time_calls(call, self.device, rule, float(msg.get("share", 1.0)),
                                                  msg.get("max_trials"), prepare, keep,
@@ -497,6 +501,7 @@ class Session:
                                                  int(msg["ring_bytes"]) if keep_outputs else None,
                                                  warmed=baseline in self.warmed)
             self.warmed.add(baseline)
+            timings[baseline]["split_ms"]["digest"] = self.digest_ns / 1e6  # of "keep"
             if keep_outputs:
                 ring_info[baseline] = {"kept": len(self.rings.get(name, [])),
                                        "changed_after_return": self._deferred(name), "aliased_outputs": aliased}

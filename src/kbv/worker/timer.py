@@ -75,7 +75,8 @@ def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: floa
     (few trials: see ``_trial_count``); ``warmed``: this worker already warmed this forward up under the same flags
     (a short warm-up only). Returns ``{"times_ms": [...], "warmup": n, "flush_bytes": b, "truncated": bool,
     "split_ms": {...}}``; ``split_ms`` (where the command's time went, by the worker's own clock: before the trials,
-    the trials, the keeping of outputs, the calls themselves) is a diagnostic that decides nothing.
+    the trials, the keeping of outputs, the calls themselves, the trials' prepare steps) is a diagnostic that decides
+    nothing.
     """
     t_start = _perf_counter_ns()
     flush_bytes = int(rule.flush_l2_factor * cache_bytes(device))
@@ -83,12 +84,15 @@ def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: floa
     prepare = prepare or _no_prepare
     calls = iter(range(FIRST_TIMED_CALL - 1))  # the estimate calls' input sets (kbv.protocol.FIRST_TIMED_CALL)
     walls: list[float] = []  # the evaluator's clock around each call and its synchronize
+    prepared: list[int] = []  # nanoseconds each call's prepare step took (asking for and loading its inputs)
     if device.startswith("cuda"):
         sync = torch.cuda.synchronize
 
         def one() -> tuple[int, float, Any]:
             index = next(calls)
+            t_prepare = _perf_counter_ns()
             prepare(index)
+            prepared.append(_perf_counter_ns() - t_prepare)
             flush.zero_()
             start = torch.cuda.Event(enable_timing=True)
             end = torch.cuda.Event(enable_timing=True)
@@ -105,7 +109,9 @@ def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: floa
 
         def one() -> tuple[int, float, Any]:
             index = next(calls)
+            t_prepare = _perf_counter_ns()
             prepare(index)
+            prepared.append(_perf_counter_ns() - t_prepare)
             flush.fill_(1)
             t0 = _perf_counter_ns()
             out = fn()
@@ -140,7 +146,8 @@ def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: floa
         del out
     t_end = _perf_counter_ns()
     split = {"before_trials": (t_trials - t_start) / 1e6, "trials": (t_end - t_trials) / 1e6, "keep": kept_ns / 1e6,
-             "timed_calls": sum(walls[3:])}  # diagnostics from the worker's clock: they decide nothing
+             "timed_calls": sum(walls[3:]), "prepare": sum(prepared[3:]) / 1e6}  # diagnostics from the worker's
+    # clock: they decide nothing
     return {"times_ms": times, "warmup": warmup, "flush_bytes": flush_bytes, "truncated": truncated,
             "split_ms": split}
 

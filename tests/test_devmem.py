@@ -1,0 +1,82 @@
+"""The parent's own reading of a process's device memory (kbv.sandbox.devmem): the driver's figure, which the
+worker cannot change."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from kbv.sandbox import devmem
+
+
+def test_without_nvml_there_is_no_figure(monkeypatch) -> None:
+    """No NVML (this CPU machine, a container without the driver's library): None, never a made-up zero."""
+    devmem._library.cache_clear()
+    monkeypatch.setattr(devmem.ctypes, "CDLL", lambda name: (_ for _ in ()).throw(OSError(name)))
+    try:
+        assert devmem.used_by([1]) is None and not devmem.available()
+    finally:
+        devmem._library.cache_clear()
+
+
+def test_a_figure_nvml_cannot_give_is_none(monkeypatch) -> None:
+    """NVML's 'not available' value (a restricted container) is no figure, not 16 EiB held."""
+    class Lib:
+        def nvmlDeviceGetCount_v2(self, count):
+            count._obj.value = 1
+            return 0
+
+        def nvmlDeviceGetHandleByIndex_v2(self, index, handle):
+            return 0
+
+    def query(handle, n, infos):
+        infos[0].pid, infos[0].usedGpuMemory = 4242, 2**64 - 1
+        n._obj.value = 1
+        return 0
+
+    monkeypatch.setattr(devmem, "_library", lambda: (Lib(), query))
+    assert devmem.used_by([4242]) is None
+    infos_seen = []
+
+    def query_ok(handle, n, infos):
+        infos[0].pid, infos[0].usedGpuMemory = 4242, 3 * 2**20
+        infos[1].pid, infos[1].usedGpuMemory = 7, 2**30
+        n._obj.value = 2
+        infos_seen.append(True)
+        return 0
+
+    monkeypatch.setattr(devmem, "_library", lambda: (Lib(), query_ok))
+    assert devmem.used_by([4242, 5]) == {4242: 3 * 2**20, 5: 0}  # another process's memory is not counted
+    assert infos_seen
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_a_childs_allocation_is_counted_by_the_parent() -> None:
+    """A child that holds 512 MiB (raw bytes, outside any figure it reports) shows at least that much to the
+    parent, and a process holding nothing shows nothing."""
+    child = subprocess.Popen([sys.executable, "-c",
+                              "import torch, sys; x = torch.empty(512 * 2**20, dtype=torch.uint8, device='cuda'); "
+                              "torch.cuda.synchronize(); print('ready', flush=True); sys.stdin.read()"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        seen = None
+        for _ in range(20):  # the driver's count may lag the allocation by a moment
+            seen = devmem.used_by([child.pid])
+            if seen and seen[child.pid] >= 512 * 2**20:
+                break
+            time.sleep(0.1)
+        assert seen is not None, "NVML could not be read on a CUDA machine"
+        assert seen[child.pid] >= 512 * 2**20
+        idle = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+        try:
+            assert devmem.used_by([idle.pid]) == {idle.pid: 0}
+        finally:
+            idle.communicate("")
+    finally:
+        child.communicate("")
