@@ -594,6 +594,39 @@ def test_a_later_pairs_failure_closes_every_worker_started_ahead(numbered, tmp_p
     assert {n for e, n, _ in events if e == "gone"} == set(range(6))
 
 
+def test_the_candidates_correctness_process_starts_beside_the_reference_and_is_closed_if_it_fails(numbered,
+                                                                                                  tmp_path) -> None:
+    """Issue 13: the candidate's correctness process starts while the reference's starts and is set up (no
+    candidate code runs before its own setup command); when the reference's setup dies, the pair is the reference's
+    failure and the candidate's process, started ahead, is closed."""
+    def dying(msg: dict[str, Any]) -> dict[str, Any]:
+        raise WorkerFailure("died", "reference setup died")
+
+    numbered.scripts["reference"] = dying
+    ctx = context(tmp_path)
+    with pytest.raises(ReferenceFailed):
+        correctness.CorrectnessStage(ctx).run()
+    roles = {n: role for e, n, role in numbered.events if e == "start"}
+    assert sorted(roles.values()) == ["candidate", "reference"]  # both started; the candidate ran no command
+    assert not [e for e, n, _ in numbered.events if roles[n] == "candidate" and e not in ("start", "gone")]
+    assert {n for e, n, _ in numbered.events if e == "gone"} == set(roles)
+
+
+def test_cuda_init_is_a_part_of_setup_never_more_than_it(tmp_path) -> None:
+    """Issue 13: a setup reply's ``cuda_init_s`` (the worker's own clock) moves from ``<stage>/setup`` to
+    ``<stage>/cuda_init``, never more than setup was charged, and a malformed figure moves nothing."""
+    ctx = context(tmp_path)
+    ctx.charge("performance", "setup", 1.0)
+    ctx.split_cuda_init("performance", {"cuda_init_s": 0.25})
+    assert ctx.spent["performance/setup"] == pytest.approx(0.75)
+    assert ctx.spent["performance/cuda_init"] == pytest.approx(0.25)
+    ctx.split_cuda_init("performance", {"cuda_init_s": 99.0})  # a worker's word cannot make setup negative
+    assert ctx.spent["performance/setup"] == pytest.approx(0.0) and ctx.spent["performance/cuda_init"] == pytest.approx(1.0)
+    for bad in ({"cuda_init_s": "1"}, {"cuda_init_s": -1.0}, {"cuda_init_s": float("nan")}, {}, None):
+        ctx.split_cuda_init("correctness", bad)  # type: ignore[arg-type]
+    assert "correctness/cuda_init" not in ctx.spent
+
+
 def test_a_truncated_candidate_starts_no_later_pair(numbered, tmp_path) -> None:
     """A far slower candidate is timed once, in the first pair: the later pairs' workers are never started."""
     numbered.scripts["candidate"] = timing_script(100.0, 0.0, truncated=True)  # FakeWorker's, reset by the fixture

@@ -173,6 +173,16 @@ class PairContext:
         finally:
             self.charge(stage, part, time.monotonic() - t0)
 
+    def split_cuda_init(self, stage: str, reply: dict[str, Any]) -> None:
+        """Move the seconds a setup reply says starting CUDA took (``cuda_init_s``, the worker's own clock) from
+        ``<stage>/setup`` to ``<stage>/cuda_init``, never more than was charged to setup: a diagnostic only."""
+        seconds = reply.get("cuda_init_s") if isinstance(reply, dict) else None
+        if not isinstance(seconds, (int, float)) or not seconds > 0:
+            return
+        moved = min(float(seconds), self.spent.get(f"{stage}/setup", 0.0))
+        self.charge(stage, "setup", -moved)
+        self.charge(stage, "cuda_init", moved)
+
     def charge(self, stage: str, part: str, seconds: float) -> None:
         """Add ``seconds`` to ``<stage>/<part>`` of the record's ``wall_seconds`` breakdown."""
         key = f"{stage}/{part}"

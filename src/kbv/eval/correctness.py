@@ -71,6 +71,8 @@ class CorrectnessStage:
             self.spent += time.monotonic() - t0
         if msg.get("cmd") == "forward":  # not the profiled call: kbv's profiler may start threads of its own
             self.ctx.watch(worker, msg.get("distribution", ""))
+        elif msg.get("cmd") == "setup":
+            self.ctx.split_cuda_init("correctness", reply)
         return reply
 
     def ref_call(self, worker: Worker, msg: dict[str, Any]) -> dict[str, Any]:
@@ -79,6 +81,8 @@ class CorrectnessStage:
                 reply = worker.call(msg, time.monotonic() + self.options.timeout)
         except WorkerFailure as failure:
             raise ReferenceFailed(failure, "correctness") from None
+        if msg.get("cmd") == "setup":
+            self.ctx.split_cuda_init("correctness", reply)
         if msg.get("cmd") == "forward":
             self.ctx.saw_reference_output(reply)
             self.ctx.watch(worker, msg.get("distribution", ""))
@@ -142,18 +146,20 @@ class CorrectnessStage:
         starting = _STARTER.submit(ctx.start, "candidate", "correctness", time.monotonic() + options.timeout, False)
         try:
             reference = ctx.start("reference", "correctness", time.monotonic() + options.timeout)
-        except WorkerFailure as exc:
+        except BaseException as exc:
             _discard(starting)
-            raise ReferenceFailed(exc, "correctness") from None
+            if isinstance(exc, WorkerFailure):
+                raise ReferenceFailed(exc, "correctness") from None
+            raise
         with reference:
             try:
                 setup = self.ref_call(reference, {"cmd": "setup", "init_seed": ctx.init_seed})
+                ctx.ref_state = setup["state"]
+                ctx.draft.shapes = setup.get("shapes", {})
+                ctx.draft.env["device"] = setup.get("device", {}) | ctx.draft.env.get("device", {})
             except BaseException:
                 _discard(starting)
                 raise
-            ctx.ref_state = setup["state"]
-            ctx.draft.shapes = setup.get("shapes", {})
-            ctx.draft.env["device"] = setup.get("device", {}) | ctx.draft.env.get("device", {})
             try:
                 t0 = time.monotonic()
                 with ctx.clock("correctness", "process_start"):

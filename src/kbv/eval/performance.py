@@ -82,7 +82,9 @@ class PerformanceStage:
         state = self.ctx.ref_state if role == "reference" else self.ctx.candidate_state()
         try:
             with self.ctx.clock("performance", "setup") if charged else nullcontext():
-                worker.call({"cmd": "setup", "init_seed": self.ctx.init_seed, "state": state}, deadline)
+                reply = worker.call({"cmd": "setup", "init_seed": self.ctx.init_seed, "state": state}, deadline)
+            if charged:
+                self.ctx.split_cuda_init("performance", reply)
         except BaseException as exc:
             self.ctx.collect(worker)
             if isinstance(exc, WorkerFailure) and role == "reference":

@@ -12,7 +12,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import threading
-from typing import Iterable
+from typing import Callable, Iterable
 
 _NVML_SUCCESS = 0
 _NVML_ERROR_INSUFFICIENT_SIZE = 7
@@ -28,7 +28,7 @@ class _ProcessInfo(ctypes.Structure):
 
 
 @functools.lru_cache(maxsize=1)
-def _library() -> tuple[ctypes.CDLL, ctypes._CFuncPtr] | None:
+def _library() -> tuple[ctypes.CDLL, Callable[..., int]] | None:
     """NVML, initialised once per process, and its newest process query; None without it."""
     try:
         lib = ctypes.CDLL("libnvidia-ml.so.1")

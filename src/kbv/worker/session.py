@@ -185,17 +185,22 @@ class Session:
         return {"import_seconds": _monotonic() - t0}
 
     def cmd_setup(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Build the model from the parent's seed and load the state it sent. Replies also say how long the
+        first touch of the device took (``cuda_init_s``: starting CUDA in this process, unless the candidate's
+        import already had; a diagnostic of the record's time breakdown that decides nothing)."""
+        t0 = time.perf_counter()
         if self.in_use_baseline is None:
             self.in_use_baseline = memory.device_in_use(self.device)
+        timing = {"cuda_init_s": time.perf_counter() - t0 if self.device.startswith("cuda") else 0.0}
         init_args = loading.init_inputs(self.problem)
         if self.spec["role"] == "reference":
             self.model = loading.build_model(self.problem.Model, init_args, msg["init_seed"], self.device,
                                              self.precision, self.spec["mode"])
             if "state" in msg:  # timing: load the same state the candidate loads, so both allocate alike
                 loading.load_matching_state(self.model, msg["state"])
-                return {}
+                return timing
             return {"state": loading.state_of(self.model), "shapes": loading.shapes_of(self.problem),
-                    "device": self._device_info()}
+                    "device": self._device_info(), **timing}
         if self.candidate is None:
             self.cmd_import({})
         self.model = loading.build_model(self.candidate.ModelNew, init_args, msg["init_seed"], self.device,
@@ -204,7 +209,7 @@ class Session:
         own = [[name, list(_Tensor.size(t)), str(t.dtype).removeprefix("torch.")]
                for name, t in loading.state_of(self.model).items()]
         return {"matched": matched, "candidate_only": candidate_only, "reference_only": reference_only,
-                "own": own, "started_threads": self._started_threads()}
+                "own": own, "started_threads": self._started_threads(), **timing}
 
     def _started_threads(self) -> list[dict[str, str]]:
         """Python threads the candidate's import or ``__init__`` started that are still alive: a thread that exists
