@@ -85,14 +85,19 @@ def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: floa
     calls = iter(range(FIRST_TIMED_CALL - 1))  # the estimate calls' input sets (kbv.protocol.FIRST_TIMED_CALL)
     walls: list[float] = []  # the evaluator's clock around each call and its synchronize
     prepared: list[int] = []  # nanoseconds each call's prepare step took (asking for and loading its inputs)
+
+    def next_inputs() -> int:
+        """The next call's index, its inputs loaded (``prepare``), the time that took noted."""
+        index = next(calls)
+        t_prepare = _perf_counter_ns()
+        prepare(index)
+        prepared.append(_perf_counter_ns() - t_prepare)
+        return index
     if device.startswith("cuda"):
         sync = torch.cuda.synchronize
 
         def one() -> tuple[int, float, Any]:
-            index = next(calls)
-            t_prepare = _perf_counter_ns()
-            prepare(index)
-            prepared.append(_perf_counter_ns() - t_prepare)
+            index = next_inputs()
             flush.zero_()
             start = torch.cuda.Event(enable_timing=True)
             end = torch.cuda.Event(enable_timing=True)
@@ -108,10 +113,7 @@ def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: floa
         sync = _no_sync
 
         def one() -> tuple[int, float, Any]:
-            index = next(calls)
-            t_prepare = _perf_counter_ns()
-            prepare(index)
-            prepared.append(_perf_counter_ns() - t_prepare)
+            index = next_inputs()
             flush.fill_(1)
             t0 = _perf_counter_ns()
             out = fn()
