@@ -89,6 +89,74 @@ def round_trips(calls: int, sampled: bool) -> float | None:
         proc.wait(10)
 
 
+RUNGS = ("hot", "after_call", "flush", "events", "ring", "ask", "inputs")
+
+
+def ladder(model: Any, buffers: list[Any], load: Callable[[], None], flush: Any, device: str,
+           sync: Callable[[], None], calls: int) -> dict[str, Any]:
+    """A timed trial built up one step per rung, each rung adding one of the worker's steps to the one before:
+    ``hot`` (a kept output's digest, back to back), ``after_call`` (a forward, a synchronize and the copy the ring
+    keeps before each digest), ``flush`` (the cache flush before the forward), ``events`` (a fresh timing event
+    pair around it), ``ring`` (every copy kept, as the ring keeps them), ``ask`` (a round trip to another process
+    before each trial, as the worker asks the parent for its inputs) and ``inputs`` (the inputs drawn and loaded).
+    Per rung: the median digest and the median whole trial, in milliseconds, by this process's clock."""
+    import socket
+    import subprocess
+    from multiprocessing.connection import Connection
+
+    from kbv import wire
+    from kbv.worker import commit
+
+    ours, theirs = socket.socketpair()
+    proc = subprocess.Popen([sys.executable, "-c", _ECHO, str(theirs.fileno())], pass_fds=[theirs.fileno()],
+                            env=dict(os.environ, PYTHONPATH=str(ROOT / "src")))
+    theirs.close()
+    conn = Connection(ours.detach())
+    out: dict[str, Any] = {}
+    try:
+        for depth, rung in enumerate(RUNGS):
+            kept: list[Any] = []
+            digests, trials = [], []
+            copy = model(*buffers).clone()
+            for i in range(calls + 20):
+                t_trial = time.perf_counter_ns()
+                if depth >= RUNGS.index("ask"):
+                    wire.send(conn, {"need": ["verified", i]}, time.monotonic() + 5)
+                    wire.recv(conn, 0, time.monotonic() + 5)
+                if depth >= RUNGS.index("inputs"):
+                    load()
+                if depth >= RUNGS.index("after_call"):
+                    if depth >= RUNGS.index("flush"):
+                        flush.zero_()
+                    if depth >= RUNGS.index("events") and device.startswith("cuda"):
+                        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                        start.record()
+                        result = model(*buffers)
+                        sync()
+                        end.record()
+                        end.synchronize()
+                        start.elapsed_time(end)
+                    else:
+                        result = model(*buffers)
+                        sync()
+                    copy = result.clone()
+                    if depth >= RUNGS.index("ring"):
+                        kept.append(copy)
+                t_digest = time.perf_counter_ns()
+                commit.digest([{"tensor": copy}])
+                t_end = time.perf_counter_ns()
+                if i >= 20:
+                    digests.append((t_end - t_digest) / 1e6)
+                    trials.append((t_end - t_trial) / 1e6)
+            out[rung] = {"digest_ms": round(statistics.median(digests), 4),
+                         "trial_ms": round(statistics.median(trials), 4)}
+            del kept
+    finally:
+        wire.send(conn, {"stop": True})
+        proc.wait(10)
+    return out
+
+
 def _under_device(problem: Any, device: str) -> list[Any]:
     with torch.device(device):
         return list(problem.get_inputs())
@@ -100,6 +168,8 @@ def main() -> int:
     ap.add_argument("--shape", default="64,2048")
     ap.add_argument("--calls", type=int, default=300)
     ap.add_argument("--cprofile", action="store_true", help="also profile the input load's host side (cProfile)")
+    ap.add_argument("--ladder", action="store_true",
+                    help="also a trial built up step by step (see ladder): where a digest gets slower")
     args = ap.parse_args()
     device, shape = args.device, tuple(int(x) for x in args.shape.split(","))
     sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
@@ -181,6 +251,8 @@ def main() -> int:
                                                    args.calls), 4)
     result["round_trip_ms"] = round_trips(args.calls, sampled=False)
     result["round_trip_sampled_ms"] = round_trips(args.calls, sampled=True)
+    if args.ladder:
+        result["ladder"] = ladder(model, buffers, load, flush, device, sync, args.calls)
     t0 = time.perf_counter_ns()
     timing = timer.time_calls(lambda: model(*buffers), device, rule, 1.0, args.calls, prepare, keep)
     wall_ms = (time.perf_counter_ns() - t0) / 1e6

@@ -51,7 +51,18 @@ def test_a_figure_nvml_cannot_give_is_none(monkeypatch) -> None:
 
     monkeypatch.setattr(devmem, "_library", lambda: (Lib(), query_ok))
     assert devmem.used_by([4242, 5]) == {4242: 3 * 2**20, 5: 0}  # another process's memory is not counted
+    assert devmem.entries([4242, 5]) == [(4242, 3 * 2**20)]
     assert infos_seen
+
+    def query_twice(handle, n, infos):  # one pid listed twice: both entries kept, and both counted
+        for i in range(2):
+            infos[i].pid, infos[i].usedGpuMemory = 4242, 2**20
+        n._obj.value = 2
+        return 0
+
+    monkeypatch.setattr(devmem, "_library", lambda: (Lib(), query_twice))
+    assert devmem.entries([4242]) == [(4242, 2**20), (4242, 2**20)]
+    assert devmem.used_by([4242]) == {4242: 2 * 2**20}
 
 
 @pytest.mark.gpu

@@ -88,3 +88,19 @@ def test_l2_flush_makes_a_cache_resident_read_slower() -> None:
                                               share=0.3)["times_ms"])
     print(f"24 MiB sum: {flushed * 1e3:.1f} us after the flush, {warm * 1e3:.1f} us warm")
     assert flushed > 1.1 * warm, (flushed, warm)
+
+
+def test_a_digest_is_the_same_on_the_gpu_as_on_the_cpu() -> None:
+    """The GPU digests a kept output in fewer, fused kernels (``kbv.worker.commit``: launch-bound there); the words
+    summed are the same, so the digest is the same as the CPU's for every element width and across chunks."""
+    import torch
+
+    from kbv.worker import commit
+
+    gen = torch.Generator().manual_seed(7)
+    cases = [torch.randn(64, 2048, generator=gen), torch.randn(5, generator=gen).half(),
+             torch.randint(0, 255, (1001,), dtype=torch.uint8, generator=gen), torch.randn(3, 7, generator=gen).double(),
+             torch.randn(0), torch.randn(commit.CHUNK + 3, generator=gen), torch.randn(8, 9, generator=gen).t()]
+    for t in cases:
+        assert commit.tensor_digest(t.cuda()) == commit.tensor_digest(t), (t.dtype, tuple(t.shape))
+    assert commit.tensor_digest(cases[0].cuda()) != commit.tensor_digest((cases[0] + 1).cuda())

@@ -432,7 +432,7 @@ def test_device_memory_held_is_compared_from_the_drivers_figure_per_process(fake
     pids = {"reference": 101, "candidate": 202}
     by_pid = {101: driver_says[1], 202: driver_says[0]}
     monkeypatch.setattr(perf_mod.observe, "tree", lambda pid: [pid])
-    monkeypatch.setattr(perf_mod.devmem, "used_by", lambda found: {p: by_pid.get(p, 0) for p in found})
+    monkeypatch.setattr(perf_mod.devmem, "entries", lambda found: [(p, by_pid[p]) for p in found if by_pid.get(p)])
 
     def script(role: str) -> Callable[[dict], dict]:
         inner = timing_script(1.0, 0.0)
@@ -462,6 +462,8 @@ def test_device_memory_held_is_compared_from_the_drivers_figure_per_process(fake
     memory = ctx.draft.memory_bytes
     assert memory["process_device"] == {"reference": driver_says[1] or None, "candidate": driver_says[0] or None}
     assert memory["held_compared"] == ("process_device" if all(driver_says) else "device_in_use")
+    assert memory["process_device_entries"] == {"reference": [[101, driver_says[1]]] if driver_says[1] else [],
+                                                "candidate": [[202, driver_says[0]]] if driver_says[0] else []}
     assert ("memory_above_reference" in ctx.evidence.observed) is flagged
 
 

@@ -155,9 +155,10 @@ class PerformanceStage:
         if self.ctx.device != "cpu":  # what the driver says the worker's processes hold after the call (its tree:
             # a sandboxed worker's CUDA runs in the inner process of its PID namespace; kbv.sandbox.devmem)
             pids = observe.tree(worker.pid) if worker.pid is not None else []
-            held = devmem.used_by(pids) if pids else None
+            listed = devmem.entries(pids) if pids else None
             # none listed: not found (a CUDA worker holds a context by now), so no figure rather than a zero
-            result["process_device_bytes"] = (sum(held.values()) or None) if held else None
+            result["process_device_bytes"] = (sum(used for _, used in listed) or None) if listed else None
+            result["process_device_entries"] = [list(e) for e in listed] if listed is not None else None
             return result
         peaks = []
         for _ in range(CPU_MEMORY_REPEATS):  # stray allocations only add: the least of a few calls is the cleanest
@@ -294,6 +295,9 @@ class PerformanceStage:
                               "reference_device_in_use": memory_peaks["reference"].get("device_in_use_delta"),
                               "process_device": {role: memory_peaks[role].get("process_device_bytes")
                                                  for role in ("reference", "candidate")}
+                              if ctx.device != "cpu" else None,
+                              "process_device_entries": {role: memory_peaks[role].get("process_device_entries")
+                                                         for role in ("reference", "candidate")}
                               if ctx.device != "cpu" else None}
         draft.timing_ms["wall_per_call"] = {role: totals[0] / totals[1] for role, totals in wall.items() if totals[1]}
         if cand_peak is not None and ref_peak is not None and cand_peak > ref_peak + MEMORY_SLACK_BYTES[ctx.device]:
@@ -362,6 +366,9 @@ class PerformanceStage:
                         reported += sum(times)
                         self.untimed[role].setdefault(b, []).append(untimed_ms(pacer.windows.get(b, {}), times))
                         self._note_split(role, timing.get("split_ms"))
+                        if isinstance(timing.get("profile"), dict):  # KBV_PROFILE_TIMING=1: the first command's
+                            self.draft.timing_ms.setdefault("worker_profile", {}).setdefault(role, {}).setdefault(
+                                b, timing["profile"])
                         self._note_aliases(role, ((reply.get("ring") or {}).get(b) or {}).get("aliased_outputs"))
                         if role == "reference":
                             if times:

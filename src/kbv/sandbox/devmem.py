@@ -46,15 +46,16 @@ def available() -> bool:
     return _library() is not None
 
 
-def used_by(pids: Iterable[int]) -> dict[int, int] | None:
-    """Bytes of device memory each of ``pids`` holds, summed over every GPU (0 for a pid NVML does not list);
-    None where NVML cannot be asked or reports no memory figure."""
+def entries(pids: Iterable[int]) -> list[tuple[int, int]] | None:
+    """NVML's compute-process entries of ``pids`` on every GPU, as listed: (pid, bytes), one per entry (a pid may be
+    listed more than once: once per GPU, and as the driver sees fit); None where NVML cannot be asked or reports no
+    memory figure."""
     loaded = _library()
     if loaded is None:
         return None
     lib, query = loaded
     wanted = {int(p) for p in pids}
-    found = {pid: 0 for pid in wanted}
+    found: list[tuple[int, int]] = []
     with _LOCK:
         count = ctypes.c_uint()
         if lib.nvmlDeviceGetCount_v2(ctypes.byref(count)) != _NVML_SUCCESS:
@@ -72,5 +73,18 @@ def used_by(pids: Iterable[int]) -> dict[int, int] | None:
                 if info.pid in wanted:
                     if info.usedGpuMemory >= 2**63:  # NVML_VALUE_NOT_AVAILABLE (a restricted container)
                         return None
-                    found[info.pid] += int(info.usedGpuMemory)
+                    found.append((int(info.pid), int(info.usedGpuMemory)))
+    return found
+
+
+def used_by(pids: Iterable[int]) -> dict[int, int] | None:
+    """Bytes of device memory each of ``pids`` holds, summed over NVML's entries on every GPU (0 for a pid NVML
+    does not list); None where NVML cannot be asked or reports no memory figure."""
+    wanted = [int(p) for p in pids]
+    listed = entries(wanted)
+    if listed is None:
+        return None
+    found = {pid: 0 for pid in wanted}
+    for pid, used in listed:
+        found[pid] += used
     return found

@@ -31,10 +31,15 @@ def tensor_digest(t: torch.Tensor) -> list[int]:
     for k, start in enumerate(range(0, words.numel(), CHUNK)):
         part = words[start:start + CHUNK]
         weights = _positions(part.numel(), part.device)
-        sums += [part.sum(dtype=torch.int64), ((weights + k) if k else weights).mul(part).sum(dtype=torch.int64)]
+        weighted = ((weights + k) if k else weights).mul(part)
+        if part.is_cuda:  # launch-bound: three kernels per chunk (product, pair, both sums)
+            sums.append(torch.stack((part.to(weighted.dtype), weighted)).sum(dim=1, dtype=torch.int64))
+        else:  # memory-bound: no copy of the pair
+            sums.append(torch.stack((part.sum(dtype=torch.int64), weighted.sum(dtype=torch.int64))))
     if not sums:
         return [0, 0]
-    return [int(v) & _MASK for v in torch.stack(sums).view(-1, 2).sum(dim=0).tolist()]
+    total = sums[0] if len(sums) == 1 else torch.stack(sums).sum(dim=0)
+    return [int(v) & _MASK for v in total.tolist()]
 
 
 def digest(items: list[Any]) -> list[list[int]]:

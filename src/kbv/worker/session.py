@@ -24,8 +24,8 @@ from kbv.worker import confine
 from kbv.protocol import (BASELINES, BURST_INPUT_SETS, CHANGED_KEPT_MAX, DEFERRED_WRITE_WAIT_S, DISTRIBUTIONS,
                           FIRST_TIMED_CALL, TIMING_RULES,
                           WORKER_FILE_BYTES_MAX, timed_call)
-from kbv.worker import (backends, commit, guard, handoff, inputs, integrity, lending, loading, memory, recorder,
-                        timer)
+from kbv.worker import (backends, commit, diagnose, guard, handoff, inputs, integrity, lending, loading, memory,
+                        recorder, timer)
 
 _Tensor = torch.Tensor
 _as_subclass = torch.Tensor.as_subclass
@@ -164,6 +164,8 @@ class Session:
         self.timing_inputs: list[Any] | None = None
         self.rings: dict[Any, list[Any]] = {}  # kept timed outputs until the parent draws the judged ones
         self.digest_ns = 0  # time spent digesting kept outputs (a diagnostic of the timing command's split)
+        self.copy_ns = 0  # time spent copying kept outputs (the same)
+        self.ask_ns = 0  # time spent waiting for the parent's answers (the same; set by main's ``ask``)
         # sends a kept output's digest to the parent as its trial ends (kbv.worker.commit; set by main)
         self.commit: Callable[[list[Any]], None] | None = None
         # asks the parent for a timed call's seed and distribution when the call is due (kbv.eval.pacing; set by main)
@@ -450,7 +452,9 @@ class Session:
         ring: list[Any] = self.rings.setdefault(name, [])
 
         def keep(index: int, out: Any) -> None:
+            t_copy = time.perf_counter_ns()
             structure, copies, pairs = _copied(out, self.timing_inputs or [])
+            self.copy_ns += time.perf_counter_ns() - t_copy
             aliased.extend(p for p in pairs if p not in aliased)
             ring.append((index, structure, copies, out))
             if self.commit is not None:  # on record outside this process before the next trial starts
@@ -497,16 +501,25 @@ class Session:
             name = (round_name, baseline)
             aliased: list[list[int]] = []
             keep = self._ring(name, aliased) if keep_outputs else None
-            self.digest_ns = 0
+            self.digest_ns = self.copy_ns = self.ask_ns = 0
             slow = msg.get("slow_ms")
-            timings[baseline] = timer.time_calls(call, self.device, rule, float(msg.get("share", 1.0)),
-                                                 msg.get("max_trials"), prepare, keep,
-                                                 float(slow[baseline]) if isinstance(slow, dict) and baseline in slow
-                                                 else None,
-                                                 int(msg["ring_bytes"]) if keep_outputs else None,
-                                                 warmed=baseline in self.warmed)
+            with diagnose.profiled(os.environ.get(diagnose.PROFILE_ENV) == "1") as profile:
+                timings[baseline] = timer.time_calls(call, self.device, rule, float(msg.get("share", 1.0)),
+                                                     msg.get("max_trials"), prepare, keep,
+                                                     float(slow[baseline]) if isinstance(slow, dict)
+                                                     and baseline in slow else None,
+                                                     int(msg["ring_bytes"]) if keep_outputs else None,
+                                                     warmed=baseline in self.warmed)
             self.warmed.add(baseline)
-            timings[baseline]["split_ms"]["digest"] = self.digest_ns / 1e6  # of "keep"
+            split = timings[baseline]["split_ms"]
+            split |= {"digest": self.digest_ns / 1e6, "copy": self.copy_ns / 1e6,  # of "keep"
+                      "ask": self.ask_ns / 1e6}  # of "prepare", and of the untimed calls' inputs
+            if profile.text:  # KBV_PROFILE_TIMING=1: where the worker's own time went (decides nothing)
+                ring = self.rings.get(name) or []
+                timings[baseline]["profile"] = {
+                    "lines": profile.text,
+                    "digest_hot_ms": diagnose.median_ms(lambda: commit.digest(ring[-1][2]), self.device)
+                    if ring else None}
             if keep_outputs:
                 ring_info[baseline] = {"kept": len(self.rings.get(name, [])),
                                        "changed_after_return": self._deferred(name), "aliased_outputs": aliased}
@@ -725,9 +738,12 @@ def main(conn: Connection, spec: dict[str, Any] | None = None) -> None:
         pending.append(entry)
 
     def ask(request: list[Any]) -> dict[str, Any]:
+        t_ask = time.perf_counter_ns()
         wire.send(conn, {"need": request, **({"commit": pending.pop(0)} if pending else {})})
         flush()
-        return wire.recv(conn, 0)
+        answer = wire.recv(conn, 0)
+        session.ask_ns += time.perf_counter_ns() - t_ask
+        return answer
 
     session.commit, session.ask = commit_entry, ask
     wire.send(conn, {"ok": True, "pid": os.getpid(), "isolation": isolation})

@@ -17,6 +17,7 @@ import torch
 from kbv.protocol import FIRST_TIMED_CALL, TIMING_TRUNCATE_MIN_MS, TIMING_TRUNCATED_TRIALS, TimingRule
 
 _perf_counter_ns = time.perf_counter_ns  # captured before any candidate import
+_Event = torch.cuda.Event  # the same
 _numel, _element_size = torch.Tensor.numel, torch.Tensor.element_size
 
 
@@ -84,6 +85,7 @@ def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: floa
     prepare = prepare or _no_prepare
     calls = iter(range(FIRST_TIMED_CALL - 1))  # the estimate calls' input sets (kbv.protocol.FIRST_TIMED_CALL)
     walls: list[float] = []  # the evaluator's clock around each call and its synchronize
+    events: list[tuple[Any, Any]] = []  # CUDA: the timed trials' event pairs, made before the first (as do_bench)
     prepared: list[int] = []  # nanoseconds each call's prepare step took (asking for and loading its inputs)
 
     def next_inputs() -> int:
@@ -99,8 +101,7 @@ def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: floa
         def one() -> tuple[int, float, Any]:
             index = next_inputs()
             flush.zero_()
-            start = torch.cuda.Event(enable_timing=True)
-            end = torch.cuda.Event(enable_timing=True)
+            start, end = events.pop() if events else (_Event(enable_timing=True), _Event(enable_timing=True))
             t0 = _perf_counter_ns()  # the wall clock also waits for the flush: a bound, for warm-up only
             start.record()
             out = fn()
@@ -135,6 +136,8 @@ def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: floa
         fn()
     sync()
     calls = iter(range(FIRST_TIMED_CALL, 2**62))  # timed trials: one fresh input set each, from this index on
+    if device.startswith("cuda"):
+        events = [(_Event(enable_timing=True), _Event(enable_timing=True)) for _ in range(trials)]
     times: list[float] = []
     t_trials = _perf_counter_ns()
     kept_ns = 0
