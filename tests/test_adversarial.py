@@ -69,7 +69,7 @@ DOCUMENTED = (
     "tamper_obfuscated", "timer_frame_rewrite", "uninit_beta_zero", "write_kbv_source", "mallopt_unpoison_beta_zero",
     "timed_alias_when_nonnegative", "timed_return_input", "ring_rewrite_kept", "ask_out_of_turn",
     "blind_integrity_changes", "blind_tamper_wire_split", "fallback_numpy_matmul", "profiled_call_numpy",
-    "tamper_session_same", "timer_frames_precompute",
+    "tamper_session_same", "timer_frames_precompute", "profiled_own_timed_torch",
 )
 
 
@@ -313,6 +313,29 @@ def test_hidden_fallbacks_leave_a_profile_with_no_work(corpus: dict[str, dict[st
     assert not honest["foreign_library"] and not honest["no_own_code"], honest
     own = corpus["example_cpp_relu"]["fallback"]["sampled"]  # its own C++ loop is sampled as its own
     assert own["own_samples"] > 0 and own["flags"] == [], own
+
+
+@pytest.mark.skipif(not SAMPLER[0], reason=f"needs the parent's sampler (kbv.sandbox.sampler): {SAMPLER[1]}")
+def test_a_profiled_call_told_apart_is_seen_in_the_timing_stages_samples(corpus, monkeypatch) -> None:
+    """Issue 12, rule 2: a candidate that runs its own C++ loop only in the profiled call (it sees the recorder's
+    dispatch mode) and torch.relu in every timed call. The profiled call shows its own kernel; the parent's samples
+    of the timing stage show none of its own code where its calls there would have given about 20 or more:
+    ``fallback``. The honest C++ ReLU's timed calls are sampled in its own loop. With the check off (the share
+    required set to zero) the same candidate, from the same build, is ``correct`` with no flag."""
+    from kbv.fallback import sampled as sampled_mod
+
+    hack = corpus["profiled_own_timed_torch"]
+    seen = hack["fallback"]["sampled"]
+    assert hack["fallback"]["own_units"] > 0 and hack["fallback"]["library_share"] == 0.0, hack["fallback"]
+    assert seen["timed_own_missing"] and seen["timed_own_samples"] == 0, seen
+    assert seen["timed_expected_samples"] >= sampled_mod.TIMED_EXPECTED_MIN and "fallback" in hack["flags"]
+    honest = corpus["example_cpp_relu"]["fallback"]["sampled"]
+    assert not honest["timed_own_missing"], honest
+    assert honest["timed_own_samples"] >= sampled_mod.TIMED_OWN_SHARE_MIN * honest["timed_expected_samples"] > 0
+    monkeypatch.setattr(sampled_mod, "TIMED_OWN_SHARE_MIN", 0.0)
+    entry = next(e for e in ENTRIES if e["id"] == "profiled_own_timed_torch")
+    record = evaluate(problem_path(entry["problem"]), ROOT / entry["file"], EvalOptions(**OPTIONS[("cpu", "long")]))
+    assert record.verdict == "correct" and set(record.flags) - CPU_MEASUREMENT_FLAGS == set(), record.flags
 
 
 def test_calling_the_reference_is_rejected_when_custom_kernels_are_required() -> None:

@@ -364,3 +364,26 @@ def test_classify_thresholds_and_units() -> None:
     # the worker's own split is not trusted: classify recomputes it from the op names
     forged = {"aten_ops": {"aten.relu": 1}, "compute_ops": {}, "non_compute_ops": {"aten.relu": 1}}
     assert fallback.classify(forged)["flags"] == ["fallback"]
+
+
+@pytest.mark.parametrize("own_kernels, interpreted, timed, missing", [
+    (True, False, ({"/build/x/relu.so": 0, "/usr/lib/libc.so.6": 40}, 30.0), True),  # none of its own code timed
+    (True, False, ({"/build/x/relu.so": 2}, 30.0), True),  # under a tenth of the 30 expected
+    (True, False, ({"/build/x/relu.so": 14}, 27.0), False),  # the honest C++ ReLU on this CPU
+    (True, False, ({}, 10.0), False),  # too short to be sampled: not judged
+    (False, False, ({}, 30.0), False),  # the profiled call claimed no kernel of its own: nothing to contradict
+    (True, True, ({}, 30.0), False),  # Triton's interpreter computes in numpy: no native code of its own
+])
+def test_a_profiled_call_with_own_kernels_needs_own_code_in_the_timed_calls(own_kernels, interpreted, timed,
+                                                                          missing) -> None:
+    """Issue 12, rule 2: the parent's samples of the timing stage must show the candidate's own code where the
+    profiled call ran its kernels (kbv.fallback.sampled); fewer than TIMED_OWN_SHARE_MIN of the samples its timed
+    calls would give is ``fallback``, which a candidate's process cannot clear."""
+    from kbv.fallback import sampled
+
+    seen = sampled.judge({"/build/x/relu.so": 20, "/usr/lib/libc.so.6": 100}, {"/usr/lib/libc.so.6": 100},
+                         ("/build/x",), interpreted, own_kernels, timed=timed)
+    assert seen["timed_own_missing"] is missing
+    assert seen["flags"] == (["fallback"] if missing else [])
+    assert seen["timed_own_samples"] == sum(n for obj, n in timed[0].items() if obj.startswith("/build/x"))
+    assert sampled.judge({}, {}, (), False, True)["timed_own_missing"] is False  # no timing stage: no judgement

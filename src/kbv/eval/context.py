@@ -81,6 +81,8 @@ class PairContext:
         self.output_bytes = 0  # the largest reference output seen (the candidate's reply budgets follow it)
         # where each role's workers spent their CPU time, sampled by the parent from outside (kbv.sandbox.sampler)
         self.samples: dict[str, dict[str, int]] = {"candidate": {}, "reference": {}}
+        # the same samples per stage: {stage: {role: {object: samples}}} (the timing stage's alone is judged too)
+        self.stage_samples: dict[str, dict[str, dict[str, int]]] = {}
         self.sampling: dict[int, sampler.Sampler] = {}  # by worker pid, while it runs
         self.sampler_error: str | None = None
         self.own_roots: list[Path] = []  # the candidate's build folders (its own code: kbv.fallback)
@@ -113,8 +115,10 @@ class PairContext:
         if running is not None:
             profile = running.stop()
             mine = self.samples[worker.spec.role]
+            staged = self.stage_samples.setdefault(worker.spec.stage, {}).setdefault(worker.spec.role, {})
             for obj, n in profile.by_object.items():
                 mine[obj] = mine.get(obj, 0) + n
+                staged[obj] = staged.get(obj, 0) + n
             if profile.error and self.sampler_error is None:
                 self.sampler_error = profile.error
         if worker.handoffs:  # outputs that reached the judge as descriptors (kbv.worker.handoff), per stage

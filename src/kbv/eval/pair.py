@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 from kbv import envinfo
 from kbv.eval import verdict as rules_
-from kbv.eval.context import PairContext, ReferenceFailed, failure_dict
+from kbv.eval.context import SAMPLE_HZ, PairContext, ReferenceFailed, failure_dict
 from kbv.eval.correctness import CorrectnessStage
 from kbv.eval.evidence import Failure
 from kbv.eval.gate import DeviceGate
@@ -209,12 +209,33 @@ class PairEvaluation:
         seen = sampled.judge(ctx.samples["candidate"], ctx.samples["reference"], roots,
                              ctx.device == "cpu" and any(str(k).startswith("triton:") for k in own_calls),
                              bool(ctx.draft.fallback.get("own_units")),
-                             bool(ctx.draft.fallback.get("no_work_observed")))
+                             bool(ctx.draft.fallback.get("no_work_observed")), self._timed_samples())
         if ctx.sampler_error:
             seen["error"] = ctx.sampler_error
         ctx.draft.fallback["sampled"] = seen
         if seen["flags"] and not ctx.evidence.observed & {"fallback", "partial_fallback"}:
             ctx.evidence.see(*seen["flags"])
+
+    def _timed_samples(self) -> tuple[dict[str, int], float] | None:
+        """On the CPU: the candidate's samples in the timing stage, and how many its forward calls there would give
+        at ``SAMPLE_HZ``: the timing commands' calls (``timing_ms.forward_calls``) at its own median per call, and
+        the long burst's calls at the parent's clock per call; None without them. On a GPU a forward's host time is
+        its launches, not its kernels: not judged there."""
+        ctx = self.ctx
+        staged = ctx.stage_samples.get("performance", {}).get("candidate")
+        timing = ctx.draft.timing_ms or {}
+        calls = (timing.get("forward_calls") or {}).get("candidate")
+        summary = timing.get("candidate_verified") or timing.get("candidate_standard") or {}
+        median = summary.get("median")
+        if ctx.device != "cpu" or staged is None or not calls or not isinstance(median, (int, float)):
+            return None
+        busy_ms = calls * float(median)
+        burst = timing.get("burst") or {}
+        burst_calls = (burst.get("calls") or {}).get("candidate")
+        burst_per_call = (burst.get("wall_per_call") or {}).get("candidate")
+        if isinstance(burst_calls, int) and isinstance(burst_per_call, (int, float)):
+            busy_ms += burst_calls * float(burst_per_call)
+        return staged, busy_ms / 1e3 * SAMPLE_HZ
 
     def _env(self) -> dict[str, Any]:
         ctx = self.ctx

@@ -300,6 +300,7 @@ class PerformanceStage:
                                                          for role in ("reference", "candidate")}
                               if ctx.device != "cpu" else None}
         draft.timing_ms["wall_per_call"] = {role: totals[0] / totals[1] for role, totals in wall.items() if totals[1]}
+        draft.timing_ms["forward_calls"] = {role: totals[1] for role, totals in wall.items()}  # estimate, warm-up, timed
         if cand_peak is not None and ref_peak is not None and cand_peak > ref_peak + MEMORY_SLACK_BYTES[ctx.device]:
             self.ev.see("memory_above_reference")
         # device memory held: the driver's figure per process where both roles have one (read by the parent, and no
