@@ -69,7 +69,7 @@ DOCUMENTED = (
     "tamper_obfuscated", "timer_frame_rewrite", "uninit_beta_zero", "write_kbv_source", "mallopt_unpoison_beta_zero",
     "timed_alias_when_nonnegative", "timed_return_input", "ring_rewrite_kept", "ask_out_of_turn",
     "blind_integrity_changes", "blind_tamper_wire_split", "fallback_numpy_matmul", "profiled_call_numpy",
-    "tamper_session_same", "timer_frames_precompute", "profiled_own_timed_torch",
+    "tamper_session_same", "timer_frames_precompute", "profiled_own_timed_torch", "memory_cmd_detect",
 )
 
 
@@ -336,6 +336,25 @@ def test_a_profiled_call_told_apart_is_seen_in_the_timing_stages_samples(corpus,
     entry = next(e for e in ENTRIES if e["id"] == "profiled_own_timed_torch")
     record = evaluate(problem_path(entry["problem"]), ROOT / entry["file"], EvalOptions(**OPTIONS[("cpu", "long")]))
     assert record.verdict == "correct" and set(record.flags) - CPU_MEASUREMENT_FLAGS == set(), record.flags
+
+
+def test_a_workspace_hidden_from_the_memory_command_is_seen_over_the_timing_stage(corpus, monkeypatch) -> None:
+    """Issue 12, rules 2 and 4: a candidate that makes a 128 MiB workspace in its first call outside the memory
+    command (it finds ``cmd_memory`` on its stack) is not seen by that command's measure of one call; the parent's
+    high-water mark over all its timing commands, less the timed outputs each role keeps, is 128 MiB above the
+    reference's. With that rule off (its slack unbounded) the same candidate gets no memory flag."""
+    from kbv.eval import performance as perf_mod
+
+    hack = corpus["memory_cmd_detect"]
+    stage = hack["memory_bytes"]["timing_stage"]
+    assert stage["flagged"] and stage["compared"]["candidate"] - stage["compared"]["reference"] >= 100 * 2**20, stage
+    assert hack["memory_bytes"]["candidate_peak"] <= hack["memory_bytes"]["reference_peak"] + 2**20  # unseen there
+    honest = corpus["correct_torch"]["memory_bytes"]["timing_stage"]
+    assert not honest["flagged"] and abs(honest["compared"]["candidate"] - honest["compared"]["reference"]) < 32 * 2**20
+    monkeypatch.setattr(perf_mod, "STAGE_MEMORY_SLACK_BYTES", 2**40)
+    entry = next(e for e in ENTRIES if e["id"] == "memory_cmd_detect")
+    record = evaluate(problem_path(entry["problem"]), ROOT / entry["file"], EvalOptions(**OPTIONS[("cpu", "fast")]))
+    assert record.verdict == "correct" and "memory_above_reference" not in record.flags, record.flags
 
 
 def test_calling_the_reference_is_rejected_when_custom_kernels_are_required() -> None:

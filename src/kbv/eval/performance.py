@@ -27,7 +27,8 @@ from kbv.eval.refcache import ReferenceTimingCache, cache_key
 from kbv.protocol import (
     BURST_DEVICE_BOUND, BURST_INPUT_SETS, BURST_MAX_CALLS, BURST_MAX_WALL_OVER_TIMED, BURST_MAX_WALL_SPEEDUP, BURST_MIN_CLAIM, BURST_MIN_CLAIM_CPU,
     BURST_TARGET_MS, CHANGED_KEPT_MAX, FIRST_TIMED_CALL,
-    CPU_MEMORY_REPEATS, DEVICE_IN_USE_SLACK_BYTES, DEVICE_IN_USE_SLACK_REL, DISTRIBUTIONS, JUDGED_TIMED_CALLS_PER_PAIR, MEMORY_SLACK_BYTES,
+    CPU_MEMORY_REPEATS, DEVICE_IN_USE_SLACK_BYTES, DEVICE_IN_USE_SLACK_REL, STAGE_MEMORY_SLACK_BYTES,
+    STAGE_MEMORY_SLACK_REL, DISTRIBUTIONS, JUDGED_TIMED_CALLS_PER_PAIR, MEMORY_SLACK_BYTES,
     REFERENCE_REMEASURE_TRIALS, RING_BYTES, RING_DEVICE_FRACTION, TIMED_DISTRIBUTION_WEIGHTS, TIMING_ROUNDS, TIMING_RULES, TIMING_TRUNCATE_FACTOR, timed_call,
 )
 from kbv.sandbox import devmem, observe
@@ -63,6 +64,10 @@ class PerformanceStage:
         # per role and baseline, each timing command's list of untimed times per timed call (its window on the
         # parent's clock minus the time its worker reported), in the order the commands ran: kbv.eval.pacing
         self.untimed: dict[str, dict[str, list[list[float]]]] = {"reference": {}, "candidate": {}}
+        # CPU, first pair: each role's resident-set rise over its timing commands (the parent's /proc), the timed
+        # calls it kept per command, and the bytes of one call's outputs (the reference's account)
+        self.stage_memory: dict[str, Any] = {"start": {}, "rise": {}, "kept_calls": {"reference": [], "candidate": []},
+                                             "output_bytes": None}
 
     # -- workers --------------------------------------------------------------------------------------------------
 
@@ -234,6 +239,11 @@ class PerformanceStage:
                     break
                 if pair_index == 0 and options.start_ahead and n_pairs > 1:
                     ahead[1:] = self._start_ahead(range(1, n_pairs), deadline, set_up=True)
+            if n_pairs == 1 and not self.truncated and any(v["flagged"] for v in self._untimed_found(samples).values()):
+                # One process pair said untimed_work: it counts only if a second, fresh pair says it too (processes
+                # of identical code differ; the rule then judges every round of both pairs)
+                draft.timing_ms["untimed_confirmation_pair"] = True
+                self._confirmation_pair(n_pairs, cached, seed, share, deadline, samples, warmups, flags, wall, exiting)
         except WorkerFailure as failure:
             self.ev.fail(Failure("performance", "candidate", failure.kind, failure_dict("performance", failure)))
             return
@@ -315,6 +325,7 @@ class PerformanceStage:
         if cand_held is not None and ref_held is not None and cand_held > ref_held + max(
                 DEVICE_IN_USE_SLACK_BYTES, DEVICE_IN_USE_SLACK_REL * max(ref_held, 0)):
             self.ev.see("memory_above_reference")
+        self._judge_stage_memory()
 
     def _time_pair(self, reference: Worker, candidate: Worker, pair_index: int, cached: dict[str, Any], seed: int,
                    share: float, deadline: float, samples: Samples, warmups: dict[str, dict[str, int]],
@@ -349,11 +360,19 @@ class PerformanceStage:
                         msg |= {"share": 1.0, "max_trials": REFERENCE_REMEASURE_TRIALS}
                     if role == "candidate" and ref_call_ms:
                         msg["slow_ms"] = {b: TIMING_TRUNCATE_FACTOR * ms for b, ms in ref_call_ms.items()}
+                    measure = pair_index == 0 and self.ctx.device == "cpu"
+                    if measure and role not in self.stage_memory["start"]:
+                        self.stage_memory["start"][role] = observe.peak_start(workers[role].pid)
                     t0 = time.monotonic()
                     reply = self._call(workers[role], role, msg, deadline, pacer)
                     elapsed_ms = (time.monotonic() - t0) * 1e3
-                    if role == "reference":  # it kept its outputs while timed (the same work as the candidate);
-                        self._call(reference, role, {"cmd": "drop"}, deadline)  # never judged: freed at once
+                    if measure:
+                        self._note_stage_memory(role, reply, pacer)
+                    if role == "reference" and self.ctx.device != "cpu":  # it kept its outputs while timed (the
+                        # same work as the candidate), never judged: on a GPU freed at once (device memory for two
+                        # roles' rings); on the CPU kept until the pair ends, as the candidate keeps its own, so both
+                        # processes hold alike (the whole-stage memory rule, _judge_stage_memory)
+                        self._call(reference, role, {"cmd": "drop"}, deadline)
                     self.ctx.watch(workers[role], f"timing round {round_index}")
                     flags[role] = reply["flags"]
                     calls, reported = 0, 0.0
@@ -402,13 +421,62 @@ class PerformanceStage:
             self.ctx.collect(reference)
             self.ctx.collect(candidate)
 
-    def _judge_untimed(self, samples: Samples) -> None:
-        """The parent's clock around every timed call against the worker's timer (``kbv.eval.pacing``): per
-        baseline, the candidate's untimed time per call beside the reference's, round by round
-        (``timing_ms.untimed``); more than the rule allows in every round is ``untimed_work``. A candidate timed once
-        with few trials (far slower) is not judged: its few calls give no stable median."""
-        if self.truncated:
+    def _note_stage_memory(self, role: str, reply: dict[str, Any], pacer: Pacer) -> None:
+        """After one of the first pair's timing commands (CPU): the role's resident-set rise since before its first
+        (``observe.peak_since``: a high-water mark, so every call of every command counts), the timed calls whose
+        inputs it was handed and whose outputs it committed (the parent's count: a call it did not keep fails the
+        judged one), and from the reference the bytes of one call's outputs."""
+        memory = self.stage_memory
+        memory["rise"][role] = observe.peak_since(memory["start"].get(role))
+        memory["kept_calls"][role].append(sum(len(pacer.windows.get(b, {})) for b in self.baselines))
+        if role == "reference" and memory["output_bytes"] is None:
+            for ring in (reply.get("ring") or {}).values():
+                if isinstance(ring, dict) and ring.get("kept") and isinstance(ring.get("kept_bytes"), int):
+                    memory["output_bytes"] = ring["kept_bytes"] // int(ring["kept"])
+                    break
+
+    def _judge_stage_memory(self) -> None:
+        """The CPU's whole-stage memory rule (``STAGE_MEMORY_SLACK_*``): each role's rise over its timing commands,
+        less the timed outputs it keeps (both roles keep every command's until the pair ends); the candidate's above
+        the reference's by more than the slack is ``memory_above_reference``. Recorded as
+        ``memory_bytes.timing_stage``."""
+        memory = self.stage_memory
+        rise, calls, per_call = memory["rise"], memory["kept_calls"], memory["output_bytes"]
+        if self.ctx.device != "cpu" or per_call is None or any(rise.get(r) is None or not calls[r]
+                                                                for r in ("reference", "candidate")):
             return
+        kept = {role: sum(calls[role]) * per_call for role in ("reference", "candidate")}
+        held = {role: rise[role] - kept[role] for role in ("reference", "candidate")}
+        allowed = held["reference"] + max(STAGE_MEMORY_SLACK_BYTES, STAGE_MEMORY_SLACK_REL * max(held["reference"], 0))
+        flagged = held["candidate"] > allowed
+        self.draft.memory_bytes["timing_stage"] = {"rise": dict(rise), "kept_outputs": kept, "compared": held,
+                                                   "allowed": int(allowed), "flagged": flagged}
+        if flagged:
+            self.ev.see("memory_above_reference")
+
+    def _confirmation_pair(self, pair_index: int, cached: dict[str, Any], seed: int, share: float, deadline: float,
+                           samples: Samples, warmups: dict[str, dict[str, int]], flags: dict[str, Any],
+                           wall: dict[str, list[float]], exiting: list[Worker]) -> None:
+        """One more process pair, started and set up once the others are timed, timed like them (no memory
+        measure, no burst: those are the first pair's)."""
+        reference = self._start("reference", deadline)
+        try:
+            self._setup(reference, deadline)
+            candidate = self._start("candidate", deadline)
+            try:
+                self._setup(candidate, deadline)
+                self._wait_exited(exiting)
+                self._time_pair(reference, candidate, pair_index, cached, seed, share, deadline, samples, warmups,
+                                flags, wall)
+            finally:
+                candidate.close(wait=False)
+                exiting.append(candidate)
+        finally:
+            reference.close(wait=False)
+            exiting.append(reference)
+
+    def _untimed_found(self, samples: Samples) -> dict[str, Any]:
+        """Per baseline, the untimed-work rule's figures over every round timed so far (``kbv.eval.pacing``)."""
         seen: dict[str, Any] = {}
         for b in self.baselines:
             medians = {role: statistics.median([t for g in samples[role][b] for t in g] or [math.nan])
@@ -417,6 +485,16 @@ class PerformanceStage:
                                    medians["reference"], medians["candidate"], self.ctx.device)
             if found is not None:
                 seen[b] = found
+        return seen
+
+    def _judge_untimed(self, samples: Samples) -> None:
+        """The parent's clock around every timed call against the worker's timer (``kbv.eval.pacing``): per
+        baseline, the candidate's untimed time per call beside the reference's, round by round
+        (``timing_ms.untimed``); more than the rule allows in every round is ``untimed_work``. A candidate timed once
+        with few trials (far slower) is not judged: its few calls give no stable median."""
+        if self.truncated:
+            return
+        seen = self._untimed_found(samples)
         self.draft.timing_ms["untimed"] = seen or None
         flagged = {b: v for b, v in seen.items() if v["flagged"]}
         if flagged:

@@ -521,7 +521,11 @@ class Session:
                     "digest_hot_ms": diagnose.median_ms(lambda: commit.digest(ring[-1][2]), self.device)
                     if ring else None}
             if keep_outputs:
-                ring_info[baseline] = {"kept": len(self.rings.get(name, [])),
+                kept_ring = self.rings.get(name, [])
+                ring_info[baseline] = {"kept": len(kept_ring),
+                                       "kept_bytes": sum(timer.output_bytes([c["tensor"] for c in copies
+                                                                             if "tensor" in c])
+                                                         for _, _, copies, _ in kept_ring),
                                        "changed_after_return": self._deferred(name), "aliased_outputs": aliased}
         return {"timing": timings, "flags": flags, "ring": ring_info}
 
