@@ -1060,11 +1060,15 @@ def test_untimed_work_from_one_timing_pair_is_confirmed_on_a_second(fake, monkey
     fake.scripts = {"reference": timing_script(1.0, 0.0), "candidate": timing_script(1.0, 0.0)}
     ctx = context(tmp_path, timing_pairs=1, protocol="verified")
     performance.PerformanceStage(ctx).run()
-    assert made.count("candidate") == 2 and ctx.draft.timing_ms["untimed_confirmation_pair"] is True
+    assert made.count("candidate") == 2
+    assert ctx.draft.timing_ms["untimed_confirmation_pair"] == {"confirmed": flagged,
+                                                                "first_pair_times_dropped": not flagged}
     untimed = ctx.draft.timing_ms["untimed"]["verified"]
     assert len(untimed["rounds_excess_ms"]) == 2 * TIMING_ROUNDS and untimed["calls"] == [160, 160]
     assert ("untimed_work" in ctx.evidence.observed) is flagged
-    assert len(ctx.draft.timing_ms["candidate_verified"]["process_medians"]) == 2  # both pairs' trials count
+    # confirmed: both pairs' times count; cleared: only the second pair's (the first one's are suspect)
+    assert len(ctx.draft.timing_ms["candidate_verified"]["process_medians"]) == (2 if flagged else 1)
+    assert ctx.draft.timing_ms["candidate_verified"]["n"] == (160 if flagged else 80)
 
 
 def test_a_clean_single_timing_pair_needs_no_second(fake, tmp_path) -> None:

@@ -241,9 +241,17 @@ class PerformanceStage:
                     ahead[1:] = self._start_ahead(range(1, n_pairs), deadline, set_up=True)
             if n_pairs == 1 and not self.truncated and any(v["flagged"] for v in self._untimed_found(samples).values()):
                 # One process pair said untimed_work: it counts only if a second, fresh pair says it too (processes
-                # of identical code differ; the rule then judges every round of both pairs)
-                draft.timing_ms["untimed_confirmation_pair"] = True
+                # of identical code differ; the rule then judges every round of both pairs). Where the second pair
+                # clears it, the first pair's times are dropped: a candidate that behaves only once it has been
+                # seen gains nothing from the pair it was seen in.
                 self._confirmation_pair(n_pairs, cached, seed, share, deadline, samples, warmups, flags, wall, exiting)
+                confirmed = any(v["flagged"] for v in self._untimed_found(samples).values())
+                if not confirmed:
+                    for role in samples:
+                        for groups in samples[role].values():
+                            del groups[:1]
+                draft.timing_ms["untimed_confirmation_pair"] = {"confirmed": confirmed,
+                                                                "first_pair_times_dropped": not confirmed}
         except WorkerFailure as failure:
             self.ev.fail(Failure("performance", "candidate", failure.kind, failure_dict("performance", failure)))
             return
