@@ -307,6 +307,16 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> type[FakeWorker]:
     return FakeWorker
 
 
+def _fake_pids(monkeypatch: pytest.MonkeyPatch, pids: dict[str, int]) -> None:
+    """Fake workers with a process id per role (for the parent's own readings of a worker, patched per test)."""
+    class Pid(FakeWorker):
+        def __init__(self, spec: Any, deadline: float, on_close: Any = None):
+            super().__init__(spec, deadline, on_close)
+            self.pid = pids[spec.role]
+
+    monkeypatch.setattr(context_module, "Worker", Pid)
+
+
 def context(tmp_path: Path, **options: Any) -> PairContext:
     problem = load_problem(problem_path("level1/5_ReLU"))
     cand = tmp_path / "cand.py"
@@ -444,12 +454,7 @@ def test_device_memory_held_is_compared_from_the_drivers_figure_per_process(fake
             return inner(msg)
         return run
 
-    class Pid(FakeWorker):
-        def __init__(self, spec: Any, deadline: float, on_close: Any = None):
-            super().__init__(spec, deadline, on_close)
-            self.pid = pids[spec.role]
-
-    monkeypatch.setattr(context_module, "Worker", Pid)
+    _fake_pids(monkeypatch, pids)
     monkeypatch.setattr(perf_mod.envinfo, "gpu_clocks", lambda gpu: None)
     fake.scripts = {"reference": script("reference"), "candidate": script("candidate")}
     problem = load_problem(problem_path("level1/5_ReLU"))
@@ -503,12 +508,7 @@ def test_the_cpu_timing_stage_memory_is_read_by_the_parent_over_every_command(fa
             return reply
         return run
 
-    class Pid(FakeWorker):
-        def __init__(self, spec: Any, deadline: float, on_close: Any = None):
-            super().__init__(spec, deadline, on_close)
-            self.pid = pids[spec.role]
-
-    monkeypatch.setattr(context_module, "Worker", Pid)
+    _fake_pids(monkeypatch, pids)
     fake.scripts = {"reference": script("reference"), "candidate": script("candidate")}
     ctx = context(tmp_path, timing_pairs=1, protocol="verified")
     performance.PerformanceStage(ctx).run()

@@ -213,28 +213,8 @@ class PerformanceStage:
                 # from a baseline each worker takes at its setup (on the H200 a candidate set up beside a measured
                 # reference counted the reference's as its own).
                 set_up = pair_index == 0 or not options.start_ahead
-                workers = ahead[pair_index]
-                reference = workers.pop("reference", None) or self._start("reference", deadline)
-                try:
-                    if set_up:
-                        self._setup(reference, deadline)
-                    if pair_index == 0:
-                        memory_peaks["reference"] = self._memory(reference, "reference", deadline)
-                    candidate = workers.pop("candidate", None) or self._start("candidate", deadline)
-                    try:
-                        if set_up:
-                            self._setup(candidate, deadline)
-                        if pair_index == 0:
-                            memory_peaks["candidate"] = self._memory(candidate, "candidate", deadline)
-                        self._wait_exited(exiting)  # they exited while this pair started: now it has the GPU alone
-                        self._time_pair(reference, candidate, pair_index, cached, seed, share, deadline,
-                                        samples, warmups, flags, wall)
-                    finally:
-                        candidate.close(wait=False)
-                        exiting.append(candidate)
-                finally:
-                    reference.close(wait=False)
-                    exiting.append(reference)
+                self._pair(pair_index, ahead[pair_index], set_up, memory_peaks, exiting,
+                           (cached, seed, share, deadline, samples, warmups, flags, wall))
                 if self.truncated:
                     break
                 if pair_index == 0 and options.start_ahead and n_pairs > 1:
@@ -244,7 +224,8 @@ class PerformanceStage:
                 # of identical code differ; the rule then judges every round of both pairs). Where the second pair
                 # clears it, the first pair's times are dropped: a candidate that behaves only once it has been
                 # seen gains nothing from the pair it was seen in.
-                self._confirmation_pair(n_pairs, cached, seed, share, deadline, samples, warmups, flags, wall, exiting)
+                self._pair(n_pairs, {}, True, memory_peaks, exiting,
+                           (cached, seed, share, deadline, samples, warmups, flags, wall))
                 confirmed = any(v["flagged"] for v in self._untimed_found(samples).values())
                 if not confirmed:
                     for role in samples:
@@ -462,20 +443,26 @@ class PerformanceStage:
         if flagged:
             self.ev.see("memory_above_reference")
 
-    def _confirmation_pair(self, pair_index: int, cached: dict[str, Any], seed: int, share: float, deadline: float,
-                           samples: Samples, warmups: dict[str, dict[str, int]], flags: dict[str, Any],
-                           wall: dict[str, list[float]], exiting: list[Worker]) -> None:
-        """One more process pair, started and set up once the others are timed, timed like them (no memory
-        measure, no burst: those are the first pair's)."""
-        reference = self._start("reference", deadline)
+    def _pair(self, pair_index: int, workers: dict[str, Worker], set_up: bool, memory_peaks: dict[str, Any],
+              exiting: list[Worker], timing: tuple[Any, ...]) -> None:
+        """One process pair: its workers started (unless started ahead: ``workers``) and set up (``set_up``), the
+        first pair's measured for memory one at a time, timed once the previous pair's workers have exited
+        (``_time_pair``, which ``timing`` is passed on to after the workers and pair index), then asked to exit."""
+        deadline = timing[3]
+        reference = workers.pop("reference", None) or self._start("reference", deadline)
         try:
-            self._setup(reference, deadline)
-            candidate = self._start("candidate", deadline)
+            if set_up:
+                self._setup(reference, deadline)
+            if pair_index == 0:
+                memory_peaks["reference"] = self._memory(reference, "reference", deadline)
+            candidate = workers.pop("candidate", None) or self._start("candidate", deadline)
             try:
-                self._setup(candidate, deadline)
-                self._wait_exited(exiting)
-                self._time_pair(reference, candidate, pair_index, cached, seed, share, deadline, samples, warmups,
-                                flags, wall)
+                if set_up:
+                    self._setup(candidate, deadline)
+                if pair_index == 0:
+                    memory_peaks["candidate"] = self._memory(candidate, "candidate", deadline)
+                self._wait_exited(exiting)  # they exited while this pair started: now it has the GPU alone
+                self._time_pair(reference, candidate, pair_index, *timing)
             finally:
                 candidate.close(wait=False)
                 exiting.append(candidate)
