@@ -520,6 +520,37 @@ def test_the_cpu_timing_stage_memory_is_read_by_the_parent_over_every_command(fa
     assert "reference" not in drops  # on the CPU the reference keeps its timed outputs as the candidate does
 
 
+def test_on_a_gpu_the_device_memory_held_over_the_timing_stage_is_recorded(fake, monkeypatch, tmp_path) -> None:
+    """On a GPU the parent reads what the driver says each worker holds after every one of the first pair's timing
+    commands (NVML) and records the most, with the timed outputs each role kept; a diagnostic until calibrated on
+    the GPU: it adds no flag."""
+    from kbv.eval import performance as perf_mod
+
+    pids = {"reference": 101, "candidate": 202}
+    held = {101: [2**30, 3 * 2**30], 202: [2**30, 5 * 2**30]}  # each read takes the next figure, then the last
+    monkeypatch.setattr(perf_mod.observe, "tree", lambda pid: [pid])
+    monkeypatch.setattr(perf_mod.devmem, "entries",
+                        lambda found: [(p, held[p].pop(0) if len(held[p]) > 1 else held[p][0]) for p in found])
+    monkeypatch.setattr(perf_mod.envinfo, "gpu_clocks", lambda gpu: None)
+
+    def script(msg: dict[str, Any]) -> dict[str, Any]:
+        reply = timing_script(1.0, 0.0)(msg)
+        if msg["cmd"] == "time":
+            for ring in reply["ring"].values():
+                ring["kept_bytes"] = ring["kept"] * 2**20
+        return reply
+
+    _fake_pids(monkeypatch, pids)
+    fake.scripts = {"reference": script, "candidate": script}
+    ctx = context(tmp_path, timing_pairs=1, protocol="verified")
+    ctx.device = "cuda"
+    performance.PerformanceStage(ctx).run()
+    stage = ctx.draft.memory_bytes["timing_stage"]
+    assert stage["device_held_max"] == {"reference": 3 * 2**30, "candidate": 5 * 2**30}
+    assert stage["kept_outputs"] == {"candidate": 4 * 20 * 2**20, "reference": 20 * 2**20}
+    assert stage["flagged"] is None and "memory_above_reference" not in ctx.evidence.observed
+
+
 def test_the_first_pairs_workers_are_measured_for_memory_one_at_a_time(fake, tmp_path) -> None:
     """Device memory in use is counted for the whole GPU from a baseline each worker takes at its setup: the
     candidate starts only after the reference's memory is measured, and no other worker starts before the

@@ -66,6 +66,7 @@ class PerformanceStage:
         self.untimed: dict[str, dict[str, list[list[float]]]] = {"reference": {}, "candidate": {}}
         # CPU, first pair: each role's resident-set rise over its timing commands (the parent's /proc), the timed
         # calls it kept per command, and the bytes of one call's outputs (the reference's account)
+        self._workers_pid: dict[str, int | None] = {}  # the pair being timed: its workers' process ids
         self.stage_memory: dict[str, Any] = {"start": {}, "rise": {}, "kept_calls": {"reference": [], "candidate": []},
                                              "output_bytes": None}
 
@@ -325,6 +326,7 @@ class PerformanceStage:
         candidate is timed once with few trials when it is far slower than the reference (``kbv.worker.timer``)."""
         baselines = self.baselines
         workers = {"reference": reference, "candidate": candidate}
+        self._workers_pid = {role: w.pid for role, w in workers.items()}
         roles = ("reference", "candidate")
         kept: list[tuple[int, str, int, Pacer]] = []  # (round, baseline, index, its command) of every kept call
         ref_call_ms: dict[str, float] = {}  # the reference's median per call in this pair, per baseline
@@ -349,8 +351,8 @@ class PerformanceStage:
                         msg |= {"share": 1.0, "max_trials": REFERENCE_REMEASURE_TRIALS}
                     if role == "candidate" and ref_call_ms:
                         msg["slow_ms"] = {b: TIMING_TRUNCATE_FACTOR * ms for b, ms in ref_call_ms.items()}
-                    measure = pair_index == 0 and self.ctx.device == "cpu"
-                    if measure and role not in self.stage_memory["start"]:
+                    measure = pair_index == 0
+                    if measure and self.ctx.device == "cpu" and role not in self.stage_memory["start"]:
                         self.stage_memory["start"][role] = observe.peak_start(workers[role].pid)
                     t0 = time.monotonic()
                     reply = self._call(workers[role], role, msg, deadline, pacer)
@@ -411,12 +413,19 @@ class PerformanceStage:
             self.ctx.collect(candidate)
 
     def _note_stage_memory(self, role: str, reply: dict[str, Any], pacer: Pacer) -> None:
-        """After one of the first pair's timing commands (CPU): the role's resident-set rise since before its first
-        (``observe.peak_since``: a high-water mark, so every call of every command counts), the timed calls whose
-        inputs it was handed and whose outputs it committed (the parent's count: a call it did not keep fails the
-        judged one), and from the reference the bytes of one call's outputs."""
+        """After one of the first pair's timing commands: on the CPU the role's resident-set rise since before its
+        first (``observe.peak_since``: a high-water mark, so every call of every command counts), on a GPU the most
+        device memory the driver has said its processes hold after any of them (NVML); the timed calls whose inputs
+        it was handed and whose outputs it committed (the parent's count: a call it did not keep fails the judged
+        one), and from the reference the bytes of one call's outputs."""
         memory = self.stage_memory
-        memory["rise"][role] = observe.peak_since(memory["start"].get(role))
+        if self.ctx.device == "cpu":
+            memory["rise"][role] = observe.peak_since(memory["start"].get(role))
+        else:
+            pid = self._workers_pid.get(role)
+            listed = devmem.entries(observe.tree(pid)) if pid is not None else None
+            if listed:
+                memory["rise"][role] = max(memory["rise"].get(role) or 0, sum(used for _, used in listed))
         memory["kept_calls"][role].append(sum(len(pacer.windows.get(b, {})) for b in self.baselines))
         if role == "reference" and memory["output_bytes"] is None:
             for ring in (reply.get("ring") or {}).values():
@@ -428,11 +437,17 @@ class PerformanceStage:
         """The CPU's whole-stage memory rule (``STAGE_MEMORY_SLACK_*``): each role's rise over its timing commands,
         less the timed outputs it keeps (both roles keep every command's until the pair ends); the candidate's above
         the reference's by more than the slack is ``memory_above_reference``. Recorded as
-        ``memory_bytes.timing_stage``."""
+        ``memory_bytes.timing_stage``; on a GPU only recorded (the most the driver said each role held after any
+        timing command, and the outputs kept), to be calibrated on the GPU before it decides anything."""
         memory = self.stage_memory
         rise, calls, per_call = memory["rise"], memory["kept_calls"], memory["output_bytes"]
-        if self.ctx.device != "cpu" or per_call is None or any(rise.get(r) is None or not calls[r]
-                                                                for r in ("reference", "candidate")):
+        if per_call is None or any(rise.get(r) is None or not calls[r] for r in ("reference", "candidate")):
+            return
+        if self.ctx.device != "cpu":  # a diagnostic until calibrated on a GPU: the reference drops its outputs
+            # after each command there, the candidate keeps every command's until they are judged
+            kept = {"candidate": sum(calls["candidate"]) * per_call, "reference": max(calls["reference"]) * per_call}
+            self.draft.memory_bytes["timing_stage"] = {"device_held_max": dict(rise), "kept_outputs": kept,
+                                                       "flagged": None}
             return
         kept = {role: sum(calls[role]) * per_call for role in ("reference", "candidate")}
         held = {role: rise[role] - kept[role] for role in ("reference", "candidate")}
