@@ -29,17 +29,8 @@ import torch  # noqa: E402
 
 from kbv.protocol import DISTRIBUTIONS, TIMING_RULES  # noqa: E402
 from kbv.worker import timer  # noqa: E402
+from kbv.worker.diagnose import median_ms  # noqa: E402
 from kbv.worker.inputs import make_inputs  # noqa: E402
-
-
-def median_ms(step: Callable[[], Any], sync: Callable[[], None], calls: int) -> float:
-    times = []
-    for _ in range(calls):
-        t0 = time.perf_counter_ns()
-        step()
-        sync()
-        times.append((time.perf_counter_ns() - t0) / 1e6)
-    return statistics.median(times)
 
 
 _ECHO = """

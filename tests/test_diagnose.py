@@ -19,7 +19,7 @@ def test_a_profile_lists_the_functions_that_took_the_time_and_only_when_asked() 
     assert on.text is not None
     assert on.text[0] == "by tottime:" and "by cumulative:" in on.text
     assert any("busy" in line for line in on.text)
-    assert diagnose.median_ms(busy, "cpu", calls=3) > 0
+    assert diagnose.median_ms(busy, diagnose.sync_of("cpu"), calls=3) > 0
 
 
 def test_the_profile_switch_reaches_the_worker_and_is_no_secret() -> None:

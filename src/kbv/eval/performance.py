@@ -66,7 +66,6 @@ class PerformanceStage:
         self.untimed: dict[str, dict[str, list[list[float]]]] = {"reference": {}, "candidate": {}}
         # CPU, first pair: each role's resident-set rise over its timing commands (the parent's /proc), the timed
         # calls it kept per command, and the bytes of one call's outputs (the reference's account)
-        self._workers_pid: dict[str, int | None] = {}  # the pair being timed: its workers' process ids
         self.stage_memory: dict[str, Any] = {"start": {}, "rise": {}, "kept_calls": {"reference": [], "candidate": []},
                                              "output_bytes": None}
 
@@ -326,7 +325,6 @@ class PerformanceStage:
         candidate is timed once with few trials when it is far slower than the reference (``kbv.worker.timer``)."""
         baselines = self.baselines
         workers = {"reference": reference, "candidate": candidate}
-        self._workers_pid = {role: w.pid for role, w in workers.items()}
         roles = ("reference", "candidate")
         kept: list[tuple[int, str, int, Pacer]] = []  # (round, baseline, index, its command) of every kept call
         ref_call_ms: dict[str, float] = {}  # the reference's median per call in this pair, per baseline
@@ -358,7 +356,7 @@ class PerformanceStage:
                     reply = self._call(workers[role], role, msg, deadline, pacer)
                     elapsed_ms = (time.monotonic() - t0) * 1e3
                     if measure:
-                        self._note_stage_memory(role, reply, pacer)
+                        self._note_stage_memory(role, workers[role].pid, reply, pacer)
                     if role == "reference" and self.ctx.device != "cpu":  # it kept its outputs while timed (the
                         # same work as the candidate), never judged: on a GPU freed at once (device memory for two
                         # roles' rings); on the CPU kept until the pair ends, as the candidate keeps its own, so both
@@ -412,7 +410,7 @@ class PerformanceStage:
             self.ctx.collect(reference)
             self.ctx.collect(candidate)
 
-    def _note_stage_memory(self, role: str, reply: dict[str, Any], pacer: Pacer) -> None:
+    def _note_stage_memory(self, role: str, pid: int | None, reply: dict[str, Any], pacer: Pacer) -> None:
         """After one of the first pair's timing commands: on the CPU the role's resident-set rise since before its
         first (``observe.peak_since``: a high-water mark, so every call of every command counts), on a GPU the most
         device memory the driver has said its processes hold after any of them (NVML); the timed calls whose inputs
@@ -422,7 +420,6 @@ class PerformanceStage:
         if self.ctx.device == "cpu":
             memory["rise"][role] = observe.peak_since(memory["start"].get(role))
         else:
-            pid = self._workers_pid.get(role)
             listed = devmem.entries(observe.tree(pid)) if pid is not None else None
             if listed:
                 memory["rise"][role] = max(memory["rise"].get(role) or 0, sum(used for _, used in listed))

@@ -50,9 +50,8 @@ def profiled(on: bool) -> Iterator[Profile]:
         result.text = lines
 
 
-def median_ms(fn: Callable[[], Any], device: str, calls: int = 20) -> float:
-    """Median milliseconds of ``fn`` called back to back, each followed by a synchronize on a GPU."""
-    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+def median_ms(fn: Callable[[], Any], sync: Callable[[], Any], calls: int = 20) -> float:
+    """Median milliseconds of ``fn`` called back to back, each followed by ``sync`` (a GPU's synchronize)."""
     times = []
     for _ in range(calls):
         t0 = time.perf_counter_ns()
@@ -60,3 +59,12 @@ def median_ms(fn: Callable[[], Any], device: str, calls: int = 20) -> float:
         sync()
         times.append((time.perf_counter_ns() - t0) / 1e6)
     return statistics.median(times)
+
+
+def sync_of(device: str) -> Callable[[], Any]:
+    """What waits for a device's queued work: ``torch.cuda.synchronize`` on a GPU, nothing on the CPU."""
+    return torch.cuda.synchronize if device.startswith("cuda") else _nothing
+
+
+def _nothing() -> None:
+    return None

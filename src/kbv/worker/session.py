@@ -518,7 +518,8 @@ class Session:
                 ring = self.rings.get(name) or []
                 timings[baseline]["profile"] = {
                     "lines": profile.text,
-                    "digest_hot_ms": diagnose.median_ms(lambda: commit.digest(ring[-1][2]), self.device)
+                    "digest_hot_ms": diagnose.median_ms(lambda: commit.digest(ring[-1][2]),
+                                                         diagnose.sync_of(self.device))
                     if ring else None}
             if keep_outputs:
                 kept_ring = self.rings.get(name, [])
