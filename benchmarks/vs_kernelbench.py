@@ -52,7 +52,7 @@ ref_src, kernel_src = open(sys.argv[3]).read(), open(sys.argv[4]).read()
 t0 = time.monotonic()
 result = kb_eval.eval_kernel_against_ref(ref_src, kernel_src, num_correct_trials=5, num_perf_trials=100,
                                          measure_performance=True, timing_method="cuda_event", verbose=False,
-                                         build_dir=sys.argv[5], device=0)
+                                         build_dir=sys.argv[5], device=0, backend=sys.argv[6])
 t1 = time.monotonic()
 ref = kb_timing.measure_ref_program_time("ref", ref_src, num_trials=100, timing_method="cuda_event",
                                          device=torch.device("cuda:0"))
@@ -69,14 +69,24 @@ STANDINS = {  # KernelBench's utils imports these at module level; timing needs 
 }
 
 
+def kernelbench_backend(source: str) -> str:
+    """The ``backend`` KernelBench's harness needs for a candidate: "triton" where it uses Triton (its kernels
+    must come from a file on disk, which the default "cuda" backend's ``exec`` does not give: every Triton
+    candidate was "not compiled" there), else "cuda"."""
+    return "triton" if "import triton" in source or "from triton" in source else "cuda"
+
+
 def kernelbench_cost(kb_src: Path, shims: Path, ref: Path, kernel: Path, build: Path) -> dict:
-    cmd = [sys.executable, "-c", KB_CHILD, str(shims), str(kb_src), str(ref), str(kernel), str(build)]
+    backend = kernelbench_backend(kernel.read_text())
+    cmd = [sys.executable, "-c", KB_CHILD, str(shims), str(kb_src), str(ref), str(kernel), str(build), backend]
     t0 = time.monotonic()
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     wall = time.monotonic() - t0
     line = next((x for x in done.stdout.splitlines() if x.startswith("KB_JSON ")), None)
     data = json.loads(line[8:]) if line else {"error": (done.stderr or done.stdout)[-800:]}
-    return data | {"wall_s": round(wall, 3), "returncode": done.returncode}
+    if line and not data.get("correctness"):  # why KernelBench's harness said no, in its own words
+        data["log_tail"] = (done.stdout.replace(line, "") + done.stderr)[-800:]
+    return data | {"wall_s": round(wall, 3), "returncode": done.returncode, "backend": backend}
 
 
 def geomean(values: list[float]) -> float | None:
@@ -93,6 +103,8 @@ def main() -> int:
                                                      "reference as its own candidate)")
     ap.add_argument("--preset", default=None)
     ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--budget-s", type=float, default=None,
+                    help="start no further pair once the run has taken this long (the summary says so)")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     keys = [k.strip() for k in args.pairs.split(",") if k.strip()]
@@ -114,7 +126,12 @@ def main() -> int:
     records_path.unlink(missing_ok=True)  # this benchmark's own output, written anew
     options = EvalOptions(device="cuda", preset=args.preset)
     t0 = time.monotonic()
+    stopped = None
     for i, pair in enumerate(pairs):
+        if args.budget_s is not None and time.monotonic() - t0 > args.budget_s:
+            stopped = f"budget of {args.budget_s:.0f} s spent after {i} of {len(pairs)} pairs"
+            print(stopped, flush=True)
+            break
         build = Path(tempfile.mkdtemp(prefix="kbv-vskb-build-"))
         source = pair.candidate.path.read_text()
         if i == 0 or "load_inline" in source or "cpp_extension" in source:  # warm-up / the build, not counted
@@ -138,7 +155,7 @@ def main() -> int:
     batch = time.monotonic() - t0
     kb_costs = [row["kernelbench"]["wall_s"] for row in rows.values() if "kernelbench" in row and "kbv" in row]
     kbv_costs = [row["kbv"]["wall_s"] for row in rows.values() if "kernelbench" in row and "kbv" in row]
-    summary = {"pairs": len(kbv_costs), "preset": args.preset, "run_s": round(batch, 1),
+    summary = {"pairs": len(kbv_costs), "preset": args.preset, "run_s": round(batch, 1), "stopped": stopped,
                "geomean_s": {"kernelbench": geomean(kb_costs), "kbv": geomean(kbv_costs)},
                "rows": list(rows.values())}
     if summary["geomean_s"]["kernelbench"] and summary["geomean_s"]["kbv"]:

@@ -369,7 +369,9 @@ def stage_vskb(out: Path, args: argparse.Namespace) -> None:
         subprocess.run([sys.executable, str(ROOT / "benchmarks" / "vs_kernelbench.py"), "--kernelbench",
                         str(args.kb_peer), "--problems", str(args.kb_dir), "--pairs", args.vskb_pairs,
                         "--candidates", str(ROOT / "benchmarks" / "kernels" / "kernelbench"),
-                        "--out", str(out / "vskb")], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, timeout=1200)
+                        "--out", str(out / "vskb"),
+                        *(["--budget-s", str(args.vskb_budget)] if args.vskb_budget else [])],
+                       stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, timeout=1200)
     say("[vskb]", *(out / "vskb.log").read_text().strip().splitlines()[-30:])
 
 
@@ -401,6 +403,8 @@ def main() -> int:
                     "e.g. 1:1-30,2:1-20 (the custom kernels of benchmarks/kernels where they exist, else the reference)")
     ap.add_argument("--builds-n", type=int, default=16, help="builds: distinct CUDA candidates to build")
     ap.add_argument("--gpu-share", type=int, default=1, help="bench: the reward batch's pairs in flight per GPU")
+    ap.add_argument("--vskb-budget", type=float, default=None,
+                    help="vskb: start no further pair after this many seconds (the rows so far are kept)")
     ap.add_argument("--vskb-pairs", default=",".join(VSKB_PAIRS),
                     help="vskb: comma-separated KernelBench problem keys (default: the 20 named pairs of "
                     "docs/results/h200-2026-12-01-c; KernelBench's side alone took 535 s for 19 of them: split "

@@ -237,6 +237,7 @@ class FakeWorker:
     """Stands in for ``kbv.sandbox.launch.Worker``: replies come from a per-role script, no process."""
 
     scripts: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+    hello_cuda_init_s = 0.0
 
     def __init__(self, spec: Any, deadline: float, on_close: Any = None):
         self.spec = spec
@@ -247,6 +248,7 @@ class FakeWorker:
         self.handoffs: dict[str, dict[str, int]] = {}
         self.handoff_failure: str | None = None
         self.pid = None  # no process: the parent's /proc observations see nothing
+        self.cuda_init_s = self.hello_cuda_init_s  # what its hello said starting CUDA took
         self.script = self.scripts[spec.role]
 
     def __enter__(self) -> "FakeWorker":
@@ -692,10 +694,71 @@ def test_the_candidates_correctness_process_starts_beside_the_reference_and_is_c
     ctx = context(tmp_path)
     with pytest.raises(ReferenceFailed):
         correctness.CorrectnessStage(ctx).run()
+    assert ctx.correctness_started.is_set()  # however it ended: timing workers waiting on it are never stuck
     roles = {n: role for e, n, role in numbered.events if e == "start"}
     assert sorted(roles.values()) == ["candidate", "reference"]  # both started; the candidate ran no command
     assert not [e for e, n, _ in numbered.events if roles[n] == "candidate" and e not in ("start", "gone")]
     assert {n for e, n, _ in numbered.events if e == "gone"} == set(roles)
+
+
+def test_on_a_gpu_every_timing_worker_starts_while_correctness_runs(numbered, monkeypatch, tmp_path) -> None:
+    """Issue 13: on a GPU the timing stage's workers, every pair's, start while the correctness stage runs
+    (``start_early``) and wait idle with no candidate code: no command reaches one before the stage, and in the
+    stage each is set up only when its pair is due (the candidate's code never runs during another pair's timing);
+    the stage starts none of its own and charges no process start."""
+    monkeypatch.setattr(performance.envinfo, "gpu_clocks", lambda gpu: None)
+    ctx = context(tmp_path, timing_pairs=2, protocol="verified")
+    ctx.device = "cuda"
+    performance.start_early(ctx)
+    assert ctx.early_workers is not None
+    time.sleep(0.2)
+    assert not numbered.events  # none before the correctness stage's own processes are up (CUDA starts queue)
+    ctx.correctness_started.set()
+    ctx.early_workers.result()  # all four up before the stage
+    before = list(numbered.events)
+    assert sorted(e for e, _, _ in before) == ["start"] * 4
+    performance.PerformanceStage(ctx).run()
+    events = numbered.events[len(before):]
+    assert not [e for e in events if e[0] == "start"]  # none started by the stage
+    timed = [n for e, n, _ in events if e == "time"]
+    first = set(timed[:2])  # the first pair's two workers (ABBA: both in its first round)
+    later = set(timed) - first
+    setups = {n: i for i, (e, n, _) in enumerate(events) if e == "setup"}
+    assert len(first) == 2 and len(later) == 2
+    last_first_pair_timing = max(i for i, (e, n, _) in enumerate(events) if e == "time" and n in first)
+    assert len(setups) == 4 and all(setups[n] > last_first_pair_timing for n in later)
+    assert {n for e, n, _ in numbered.events if e == "gone"} == set(range(4))
+    assert "performance/process_start" not in ctx.spent
+
+
+def test_timing_workers_started_early_and_never_used_are_closed(numbered, monkeypatch, tmp_path) -> None:
+    """A candidate rejected by correctness (or a stage run again) is never timed: the workers started early for it
+    are closed, having run no command; on the CPU none are started early at all."""
+    ctx = context(tmp_path, timing_pairs=2, protocol="verified")
+    performance.start_early(ctx)
+    assert ctx.early_workers is None and not numbered.events  # the CPU: its few cores go to correctness
+    ctx.device = "cuda"
+    ctx.correctness_started.set()
+    performance.start_early(ctx)
+    ctx.discard_early_workers()
+    assert sorted(e for e, _, _ in numbered.events) == ["gone"] * 4 + ["start"] * 4
+    assert ctx.early_workers is None
+
+
+def test_a_workers_cuda_start_is_split_from_its_process_start(fake, tmp_path) -> None:
+    """Issue 13: a GPU worker starts CUDA before its hello; the seconds its hello says that took move from
+    ``<stage>/process_start`` to ``<stage>/cuda_init`` where the start was charged, and nowhere where it was not."""
+    fake.scripts = {"reference": timing_script(1.0, 0.0), "candidate": timing_script(1.0, 0.0)}
+    fake.hello_cuda_init_s = 1e6  # more than the start took: capped at what was charged
+    try:
+        ctx = context(tmp_path)
+        ctx.start("reference", "correctness", time.monotonic() + 10)
+        assert ctx.spent["correctness/process_start"] == pytest.approx(0.0)
+        assert ctx.spent["correctness/cuda_init"] > 0
+        ctx.start("candidate", "performance", time.monotonic() + 10, charged=False)
+        assert "performance/cuda_init" not in ctx.spent
+    finally:
+        fake.hello_cuda_init_s = 0.0
 
 
 def test_cuda_init_is_a_part_of_setup_never_more_than_it(tmp_path) -> None:

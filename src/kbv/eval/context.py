@@ -7,7 +7,9 @@ from __future__ import annotations
 import os
 import secrets
 import tempfile
+import threading
 import time
+from concurrent.futures import Future
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -86,6 +88,10 @@ class PairContext:
         self.sampling: dict[int, sampler.Sampler] = {}  # by worker pid, while it runs
         self.sampler_error: str | None = None
         self.own_roots: list[Path] = []  # the candidate's build folders (its own code: kbv.fallback)
+        # the timing stage's workers, started while correctness runs (kbv.eval.performance.start_early), once the
+        # correctness stage's own two processes are up (their CUDA starts first: starts at once queue in the driver)
+        self.early_workers: Future | None = None
+        self.correctness_started = threading.Event()
 
     def again(self) -> "PairContext":
         """A fresh context for the same pair (new seeds, scratch folder and evidence) that keeps what the compile
@@ -96,6 +102,24 @@ class PairContext:
         fresh.evidence.compiled, fresh.evidence.problem_failed = self.evidence.compiled, self.evidence.problem_failed
         fresh.spent = {k: v for k, v in self.spent.items() if not k.startswith("correctness/")}
         return fresh
+
+    def take_early_workers(self) -> list[dict[str, Worker]] | None:
+        """The timing workers started while correctness ran, once they are up (None where none were started or
+        any failed to start: the stage then starts its own, and reports a failure the usual way)."""
+        early, self.early_workers = self.early_workers, None
+        if early is None:
+            return None
+        try:
+            return early.result()
+        except BaseException:  # noqa: BLE001 - started again by the stage, whose failure is then recorded
+            return None
+
+    def discard_early_workers(self) -> None:
+        """Close the timing workers started early and never used (a rejected candidate, a stage run again)."""
+        for pair in self.take_early_workers() or []:
+            for worker in pair.values():
+                self.collect(worker)
+                worker.close()
 
     def candidate_state(self) -> dict[str, Any]:
         """The reference's state under the candidate's own names (``kbv.eval.params``)."""
@@ -177,14 +201,15 @@ class PairContext:
         finally:
             self.charge(stage, part, time.monotonic() - t0)
 
-    def split_cuda_init(self, stage: str, reply: dict[str, Any]) -> None:
-        """Move the seconds a setup reply says starting CUDA took (``cuda_init_s``, the worker's own clock) from
-        ``<stage>/setup`` to ``<stage>/cuda_init``, never more than was charged to setup: a diagnostic only."""
+    def split_cuda_init(self, stage: str, reply: dict[str, Any], part: str = "setup") -> None:
+        """Move the seconds a worker says starting CUDA took (``cuda_init_s`` of its hello or of a setup reply, its
+        own clock) from ``<stage>/<part>`` to ``<stage>/cuda_init``, never more than was charged to that part: a
+        diagnostic only."""
         seconds = reply.get("cuda_init_s") if isinstance(reply, dict) else None
         if not isinstance(seconds, (int, float)) or not seconds > 0:
             return
-        moved = min(float(seconds), self.spent.get(f"{stage}/setup", 0.0))
-        self.charge(stage, "setup", -moved)
+        moved = min(float(seconds), self.spent.get(f"{stage}/{part}", 0.0))
+        self.charge(stage, part, -moved)
         self.charge(stage, "cuda_init", moved)
 
     def charge(self, stage: str, part: str, seconds: float) -> None:
@@ -199,6 +224,8 @@ class PairContext:
         threads gains no cores, and one that widens its CPU set is caught (``watch``)."""
         with self.clock(stage, "process_start") if charged else nullcontext():
             worker = Worker(self.spec(role, stage), deadline, on_close=lambda s: self.charge(stage, "process_exit", s))
+        if charged:  # on a GPU the worker starts CUDA before its hello (kbv.worker.session.Session.warm)
+            self.split_cuda_init(stage, {"cuda_init_s": worker.cuda_init_s}, "process_start")
         cpus = self.worker_cpus()
         if cpus and observe.pin(worker.pid, cpus):
             self.draft.env.setdefault("resources", {"cpus": sorted(cpus),

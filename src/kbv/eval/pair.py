@@ -24,7 +24,7 @@ from kbv.eval.correctness import CorrectnessStage
 from kbv.eval.evidence import Failure
 from kbv.eval.gate import DeviceGate
 from kbv.eval.options import EvalOptions
-from kbv.eval.performance import PerformanceStage, roofline_section
+from kbv.eval.performance import PerformanceStage, roofline_section, start_early
 from kbv.eval.workspace import candidate_spec, discard_torn_builds, publish_build
 from kbv.files import cache_dir as default_cache_dir
 from kbv.problems import Problem
@@ -105,6 +105,7 @@ class PairEvaluation:
         if starved is None:
             return
         first = self.ctx
+        first.discard_early_workers()  # started for the first context (its scratch folder goes)
         self.ctx = first.again()
         if not first.options.keep_scratch:
             shutil.rmtree(first.scratch, ignore_errors=True)
@@ -132,6 +133,7 @@ class PairEvaluation:
             if compiled.ok:
                 draft.stage = "correctness"
                 t0 = time.monotonic()
+                start_early(ctx)  # on a GPU the timing stage's workers start meanwhile
                 self._correctness()
                 ctx, ev, draft = self.ctx, self.ctx.evidence, self.ctx.draft  # a second run has a fresh context
                 draft.stage = "correctness"
@@ -157,6 +159,7 @@ class PairEvaluation:
                                                    "traceback": traceback.format_exc()[-3000:]}))
         finally:
             ctx, ev, draft = self.ctx, self.ctx.evidence, self.ctx.draft  # a correctness run again: a fresh context
+            ctx.discard_early_workers()  # not timed (rejected, or a failure): never used
             draft.wall_seconds["total"] = round(time.monotonic() - start, 3)
             draft.wall_seconds.update({k: round(v, 3) for k, v in sorted(ctx.spent.items())})
             for stage in ("correctness", "performance"):  # what no part was charged with: the parent's own work

@@ -16,7 +16,7 @@ import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
-from typing import Any
+from typing import Any, Callable
 
 from kbv import envinfo, stats
 from kbv.eval.context import PairContext, ReferenceFailed, failure_dict
@@ -35,6 +35,7 @@ from kbv.sandbox import devmem, observe
 from kbv.sandbox.launch import Worker, WorkerFailure
 
 _READER = ThreadPoolExecutor(max_workers=4, thread_name_prefix="kbv-gpu-clocks")  # readings of GPU clocks
+_EARLY = ThreadPoolExecutor(max_workers=4, thread_name_prefix="kbv-early")  # timing workers started during correctness
 Samples = dict[str, dict[str, list[list[float]]]]  # samples[role][baseline]: one list of trial times per pair
 
 
@@ -43,6 +44,65 @@ def timing_summary(groups: list[list[float]]) -> dict[str, Any]:
     pooled = [t for g in groups for t in g]
     return stats.summarize(pooled) | {"process_medians": [stats.summarize(g)["median"] for g in groups if g],
                                       "rounds": TIMING_ROUNDS}
+
+
+def launch_pairs(ctx: PairContext, pairs: range, deadline: float,
+                 set_up: Callable[..., None] | None = None) -> list[dict[str, Worker]]:
+    """The timing workers of ``pairs``, started at once in threads (and set up by ``set_up``), not charged; a failure
+    closes every worker started (the reference's failure raised first). Each waits idle, blocked on its own channel,
+    until its pair is timed; none serves another pair."""
+    jobs = [(index, role) for index in pairs for role in ("reference", "candidate")]
+
+    def launch(role: str) -> Worker:
+        try:
+            worker = ctx.start(role, "performance", deadline, charged=False)
+        except WorkerFailure as failure:
+            if role == "reference":
+                raise ReferenceFailed(failure, "performance") from None
+            raise
+        if set_up is not None:
+            try:
+                set_up(worker, deadline, charged=False)
+            except BaseException:
+                worker.close()
+                raise
+        return worker
+
+    workers: dict[int, dict[str, Worker]] = {index: {} for index in pairs}
+    failures: list[BaseException] = []
+    with ThreadPoolExecutor(len(jobs), thread_name_prefix="kbv-start-ahead") as pool:
+        futures = {job: pool.submit(launch, job[1]) for job in jobs}
+        for (index, role), future in futures.items():
+            try:
+                workers[index][role] = future.result()
+            except BaseException as exc:  # noqa: BLE001 - raised below, once every worker is accounted for
+                failures.append(exc)
+    if failures:
+        for pair in workers.values():
+            for worker in pair.values():
+                ctx.collect(worker)
+                worker.close()
+        raise next((f for f in failures if isinstance(f, ReferenceFailed)), failures[0])
+    return [workers[index] for index in pairs]
+
+
+def start_early(ctx: PairContext) -> None:
+    """On a GPU, start every timing pair's workers while the correctness stage runs (``ctx.early_workers``), once
+    that stage's own two processes are up (CUDA starts queue in the driver: started at once with them, six took 0.9 s
+    against 0.3 s for two on the H200, and correctness waited). Each starts CUDA before its hello and then waits,
+    idle, with no candidate code loaded (that comes with its setup, in the stage, pair by pair), so the runtime's
+    start no longer adds to the timing stage. Idle contexts run no work on the GPU while another pair is timed. Not
+    on the CPU, where the workers' start would compete with correctness for the same few cores."""
+    if ctx.device == "cpu" or not ctx.options.start_ahead:
+        return
+    n_pairs = ctx.options.timing_pairs or TIMING_RULES[ctx.device].process_pairs
+    deadline = time.monotonic() + ctx.options.timeout
+
+    def after_correctness_started() -> list[dict[str, Worker]]:
+        ctx.correctness_started.wait(max(0.0, deadline - time.monotonic()))
+        return launch_pairs(ctx, range(n_pairs), deadline)
+
+    ctx.early_workers = _EARLY.submit(after_correctness_started)
 
 
 class PerformanceStage:
@@ -98,37 +158,9 @@ class PerformanceStage:
 
     def _start_ahead(self, pairs: range, deadline: float, set_up: bool) -> list[dict[str, Worker]]:
         """The workers of ``pairs``, started at once in threads (and set up, with ``set_up``), charged to
-        ``start_ahead`` as one wall time; a failure closes every worker started (the reference's failure raised
-        first). Each waits idle, blocked on its own channel, until its pair is timed; none serves another pair."""
-        jobs = [(index, role) for index in pairs for role in ("reference", "candidate")]
-
-        def launch(role: str) -> Worker:
-            worker = self._start(role, deadline, charged=False)
-            if set_up:
-                try:
-                    self._setup(worker, deadline, charged=False)
-                except BaseException:
-                    worker.close()
-                    raise
-            return worker
-
-        workers: dict[int, dict[str, Worker]] = {index: {} for index in pairs}
-        failures: list[BaseException] = []
-        with self.ctx.clock("performance", "start_ahead"), \
-                ThreadPoolExecutor(len(jobs), thread_name_prefix="kbv-start-ahead") as pool:
-            futures = {job: pool.submit(launch, job[1]) for job in jobs}
-            for (index, role), future in futures.items():
-                try:
-                    workers[index][role] = future.result()
-                except BaseException as exc:  # noqa: BLE001 - raised below, once every worker is accounted for
-                    failures.append(exc)
-        if failures:
-            for pair in workers.values():
-                for worker in pair.values():
-                    self.ctx.collect(worker)
-                    worker.close()
-            raise next((f for f in failures if isinstance(f, ReferenceFailed)), failures[0])
-        return [workers[index] for index in pairs]
+        ``start_ahead`` as one wall time (``launch_pairs``)."""
+        with self.ctx.clock("performance", "start_ahead"):
+            return launch_pairs(self.ctx, pairs, deadline, self._setup if set_up else None)
 
     @staticmethod
     def _wait_exited(workers: list[Worker]) -> None:
@@ -204,20 +236,30 @@ class PerformanceStage:
         # is timed and its workers asked to exit, every later pair's workers together, started and set up while
         # those exit (no later pair's worker exists while the first pair is measured or timed).
         ahead: list[dict[str, Worker]] = [{} for _ in range(n_pairs)]
+        with ctx.clock("performance", "start_ahead"):  # started while correctness ran: the wait for them, if any
+            early = ctx.take_early_workers()
+        if early is not None and len(early) != n_pairs:  # not for this stage's pairs: not used
+            for workers in early:
+                for worker in workers.values():
+                    ctx.collect(worker)
+                    worker.close()
+            early = None
         try:
-            if options.start_ahead:
+            if early is not None and len(early) == n_pairs:
+                ahead = early
+            elif options.start_ahead:
                 ahead[:1] = self._start_ahead(range(1), deadline, set_up=False)
             for pair_index in range(n_pairs):
                 # Memory once, in the first pair, each worker measured while the other is idle or not yet set up,
-                # and before any later pair's worker exists: device memory in use is counted for the whole GPU,
-                # from a baseline each worker takes at its setup (on the H200 a candidate set up beside a measured
-                # reference counted the reference's as its own).
-                set_up = pair_index == 0 or not options.start_ahead
+                # and while every later pair's worker is idle with no candidate code (or does not exist yet):
+                # device memory in use is counted for the whole GPU, from a baseline each worker takes at its setup
+                # (on the H200 a candidate set up beside a measured reference counted the reference's as its own).
+                set_up = pair_index == 0 or not options.start_ahead or early is not None
                 self._pair(pair_index, ahead[pair_index], set_up, memory_peaks, exiting,
                            (cached, seed, share, deadline, samples, warmups, flags, wall))
                 if self.truncated:
                     break
-                if pair_index == 0 and options.start_ahead and n_pairs > 1:
+                if pair_index == 0 and options.start_ahead and n_pairs > 1 and early is None:
                     ahead[1:] = self._start_ahead(range(1, n_pairs), deadline, set_up=True)
             if n_pairs == 1 and not self.truncated and any(v["flagged"] for v in self._untimed_found(samples).values()):
                 # One process pair said untimed_work: it counts only if a second, fresh pair says it too (processes

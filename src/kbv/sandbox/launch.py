@@ -255,6 +255,8 @@ class Worker:
             self.close()  # no longer live: never killed by pid later
             raise
         self.isolation: dict[str, Any] = hello["isolation"] if isinstance(hello.get("isolation"), dict) else {}
+        init = hello.get("cuda_init_s")  # the worker's own clock: a diagnostic of the time breakdown only
+        self.cuda_init_s = float(init) if isinstance(init, (int, float)) and init > 0 else 0.0
 
     def __enter__(self) -> "Worker":
         return self

@@ -186,6 +186,15 @@ class Session:
             raise ImportError("the candidate defines no class ModelNew(nn.Module)")
         return {"import_seconds": _monotonic() - t0}
 
+    def warm(self) -> float:
+        """Start CUDA in this process before any candidate code and before the hello (the parent starts workers
+        ahead of their use: the runtime's start then overlaps other work); the seconds it took, 0 on the CPU."""
+        if not self.device.startswith("cuda"):
+            return 0.0
+        t0 = time.perf_counter()
+        memory.device_in_use(self.device)
+        return time.perf_counter() - t0
+
     def cmd_setup(self, msg: dict[str, Any]) -> dict[str, Any]:
         """Build the model from the parent's seed and load the state it sent. Replies also say how long the
         first touch of the device took (``cuda_init_s``: starting CUDA in this process, unless the candidate's
@@ -751,7 +760,12 @@ def main(conn: Connection, spec: dict[str, Any] | None = None) -> None:
         return answer
 
     session.commit, session.ask = commit_entry, ask
-    wire.send(conn, {"ok": True, "pid": os.getpid(), "isolation": isolation})
+    try:
+        cuda_init_s = session.warm()
+    except BaseException as exc:  # no usable device in this process: the worker's failure, told as the problem's is
+        wire.send(conn, _error(exc))
+        os._exit(1)
+    wire.send(conn, {"ok": True, "pid": os.getpid(), "isolation": isolation, "cuda_init_s": cuda_init_s})
     while True:
         try:
             msg = wire.recv(conn)
