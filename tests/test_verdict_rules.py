@@ -3,6 +3,7 @@ and per precedence step), and the stages driven by a fake worker with scripted r
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -701,8 +702,8 @@ def test_the_candidates_correctness_process_starts_beside_the_reference_and_is_c
     assert {n for e, n, _ in numbered.events if e == "gone"} == set(roles)
 
 
-def test_on_a_gpu_every_timing_worker_starts_while_correctness_runs(numbered, monkeypatch, tmp_path) -> None:
-    """Issue 13: on a GPU the timing stage's workers, every pair's, start while the correctness stage runs
+def test_every_timing_worker_starts_while_correctness_runs(numbered, monkeypatch, tmp_path) -> None:
+    """Issue 13: the timing stage's workers, every pair's, start while the correctness stage runs
     (``start_early``) and wait idle with no candidate code: no command reaches one before the stage, and in the
     stage each is set up only when its pair is due (the candidate's code never runs during another pair's timing);
     the stage starts none of its own and charges no process start."""
@@ -733,16 +734,50 @@ def test_on_a_gpu_every_timing_worker_starts_while_correctness_runs(numbered, mo
 
 def test_timing_workers_started_early_and_never_used_are_closed(numbered, monkeypatch, tmp_path) -> None:
     """A candidate rejected by correctness (or a stage run again) is never timed: the workers started early for it
-    are closed, having run no command; on the CPU none are started early at all."""
+    are closed, having run no command, all asked to exit before any is waited for; with ``KBV_START_AHEAD=0`` none
+    are started early at all."""
+    ctx = context(tmp_path, timing_pairs=2, protocol="verified", start_ahead=False)
+    performance.start_early(ctx)
+    assert ctx.early_workers is None and not numbered.events  # KBV_START_AHEAD=0: none
     ctx = context(tmp_path, timing_pairs=2, protocol="verified")
     performance.start_early(ctx)
-    assert ctx.early_workers is None and not numbered.events  # the CPU: its few cores go to correctness
-    ctx.device = "cuda"
+    ctx.discard_early_workers()  # before the correctness stage's processes were up: none ever starts
+    assert not numbered.events and ctx.early_workers is None
+    ctx = context(tmp_path, timing_pairs=2, protocol="verified")
     ctx.correctness_started.set()
     performance.start_early(ctx)
+    assert ctx.early_workers is not None
+    ctx.early_workers.exception()  # all four up
     ctx.discard_early_workers()
-    assert sorted(e for e, _, _ in numbered.events) == ["gone"] * 4 + ["start"] * 4
+    events = [e for e, _, _ in numbered.events]
+    assert sorted(events) == ["asked"] * 4 + ["gone"] * 4 + ["start"] * 4
+    assert max(i for i, e in enumerate(events) if e == "asked") < min(i for i, e in enumerate(events) if e == "gone")
     assert ctx.early_workers is None
+
+
+def test_beside_other_pairs_correctness_keeps_the_gpu_until_its_early_workers_are_up(monkeypatch, tmp_path) -> None:
+    """With ``--gpu-share`` above 1 the correctness stage leaves the shared GPU only once the timing workers it
+    started early are up: their CUDA starts never overlap another pair's timing."""
+    from concurrent.futures import Future
+    from kbv.eval import pair as pair_module
+    from kbv.eval.gate import DeviceGate
+
+    class NoCorrectness:
+        def __init__(self, ctx: PairContext) -> None:
+            pass
+
+        def run(self) -> None:
+            pass
+
+    monkeypatch.setattr(pair_module, "CorrectnessStage", NoCorrectness)
+    gate = DeviceGate()
+    evaluation = pair_module.PairEvaluation.__new__(pair_module.PairEvaluation)
+    evaluation.ctx, evaluation.gate = context(tmp_path), gate
+    started: Future = Future()
+    evaluation.ctx.early_workers = started
+    threading.Timer(0.2, lambda: started.set_result([])).start()
+    evaluation._correctness()
+    assert started.done()
 
 
 def test_a_workers_cuda_start_is_split_from_its_process_start(fake, tmp_path) -> None:

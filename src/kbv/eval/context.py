@@ -92,6 +92,7 @@ class PairContext:
         # correctness stage's own two processes are up (their CUDA starts first: starts at once queue in the driver)
         self.early_workers: Future | None = None
         self.correctness_started = threading.Event()
+        self.early_cancelled = False  # set before the event by a discard: the workers not yet started never are
 
     def again(self) -> "PairContext":
         """A fresh context for the same pair (new seeds, scratch folder and evidence) that keeps what the compile
@@ -115,11 +116,16 @@ class PairContext:
             return None
 
     def discard_early_workers(self) -> None:
-        """Close the timing workers started early and never used (a rejected candidate, a stage run again)."""
-        for pair in self.take_early_workers() or []:
-            for worker in pair.values():
-                self.collect(worker)
-                worker.close()
+        """Close the timing workers started early and never used (a rejected candidate, a stage run again): all
+        asked to exit at once, then waited for; those still waiting for the correctness stage are never started."""
+        self.early_cancelled = True
+        self.correctness_started.set()
+        workers = [worker for pair in self.take_early_workers() or [] for worker in pair.values()]
+        for worker in workers:
+            self.collect(worker)
+            worker.close(wait=False)
+        for worker in workers:
+            worker.close()
 
     def candidate_state(self) -> dict[str, Any]:
         """The reference's state under the candidate's own names (``kbv.eval.params``)."""

@@ -12,6 +12,7 @@ import shutil
 import tempfile
 import time
 import traceback
+from concurrent import futures
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,6 +98,8 @@ class PairEvaluation:
             with self.gate.shared():  # how long it waited for another pair's timing to leave the GPU
                 self.ctx.charge("correctness", "waiting_for_gpu", time.monotonic() - t0)
                 CorrectnessStage(self.ctx).run()
+                if self.ctx.early_workers is not None:  # their CUDA starts, too, end before another pair is timed
+                    futures.wait([self.ctx.early_workers])
             starved = next((f for f in self.ctx.evidence.failures if out_of_memory(f)), None)
         except ReferenceFailed as exc:
             if not out_of_memory(exc.failure):
