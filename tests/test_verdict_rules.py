@@ -693,13 +693,33 @@ def test_the_candidates_correctness_process_starts_beside_the_reference_and_is_c
 
     numbered.scripts["reference"] = dying
     ctx = context(tmp_path)
+    hooked: list[int] = []
+    ctx.on_correctness_started = lambda: hooked.append(1)
     with pytest.raises(ReferenceFailed):
         correctness.CorrectnessStage(ctx).run()
-    assert ctx.correctness_started.is_set()  # however it ended: timing workers waiting on it are never stuck
+    assert not hooked  # never up: no timing workers start for it
     roles = {n: role for e, n, role in numbered.events if e == "start"}
     assert sorted(roles.values()) == ["candidate", "reference"]  # both started; the candidate ran no command
     assert not [e for e, n, _ in numbered.events if roles[n] == "candidate" and e not in ("start", "gone")]
     assert {n for e, n, _ in numbered.events if e == "gone"} == set(roles)
+
+
+def test_the_correctness_stage_starts_the_timing_workers_once_its_own_two_processes_are_up(numbered,
+                                                                                          tmp_path) -> None:
+    """Issue 13: the hook that starts the timing workers early (``ctx.on_correctness_started``) runs once both of
+    the correctness stage's processes have started (on a GPU their CUDA starts first: starts at once queue in the
+    driver) and before any trial: exactly once."""
+    numbered.scripts["reference"] = lambda msg: {"state": {}, "shapes": {}, "device": {}}
+    ctx = context(tmp_path)
+    seen: list[list[tuple[str, int, str]]] = []
+    ctx.on_correctness_started = lambda: seen.append(list(numbered.events))
+    try:
+        correctness.CorrectnessStage(ctx).run()
+    except Exception:  # noqa: BLE001 - the fake's replies need not make a passing stage: only the order matters
+        pass
+    assert len(seen) == 1
+    assert sorted(role for e, _, role in seen[0] if e == "start") == ["candidate", "reference"]
+    assert "forward" not in {e for e, _, _ in seen[0]}
 
 
 def test_every_timing_worker_starts_while_correctness_runs(numbered, monkeypatch, tmp_path) -> None:
@@ -712,9 +732,6 @@ def test_every_timing_worker_starts_while_correctness_runs(numbered, monkeypatch
     ctx.device = "cuda"
     performance.start_early(ctx)
     assert ctx.early_workers is not None
-    time.sleep(0.2)
-    assert not numbered.events  # none before the correctness stage's own processes are up (CUDA starts queue)
-    ctx.correctness_started.set()
     ctx.early_workers.result()  # all four up before the stage
     before = list(numbered.events)
     assert sorted(e for e, _, _ in before) == ["start"] * 4
@@ -740,11 +757,6 @@ def test_timing_workers_started_early_and_never_used_are_closed(numbered, monkey
     performance.start_early(ctx)
     assert ctx.early_workers is None and not numbered.events  # KBV_START_AHEAD=0: none
     ctx = context(tmp_path, timing_pairs=2, protocol="verified")
-    performance.start_early(ctx)
-    ctx.discard_early_workers()  # before the correctness stage's processes were up: none ever starts
-    assert not numbered.events and ctx.early_workers is None
-    ctx = context(tmp_path, timing_pairs=2, protocol="verified")
-    ctx.correctness_started.set()
     performance.start_early(ctx)
     assert ctx.early_workers is not None
     ctx.early_workers.exception()  # all four up

@@ -584,3 +584,17 @@ def test_send_with_a_deadline_round_trips_large_and_wide_frames():
     assert torch.equal(got["small"], msg["small"])
     a.close()
     b.close()
+
+
+def test_spin_returns_as_soon_as_a_message_is_there_and_gives_up_after_its_time(pipe):
+    """Issue 13: ``spin`` polls without sleeping: True once a message waits (the message itself still unread), False
+    after its time with none, at once for no time at all."""
+    a, b = pipe
+    t0 = time.perf_counter()
+    assert wire.spin(a, 0.0) is False and time.perf_counter() - t0 < 0.005
+    t0 = time.perf_counter()
+    assert wire.spin(a, 0.02) is False and time.perf_counter() - t0 >= 0.02
+    threading.Timer(0.005, lambda: wire.send(b, {"x": 1})).start()
+    t0 = time.perf_counter()
+    assert wire.spin(a, 5.0) is True and time.perf_counter() - t0 < 1.0
+    assert wire.recv(a, 0) == {"x": 1}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import os
 from dataclasses import dataclass
 from typing import Final
 
@@ -267,6 +268,12 @@ TIMING_TRUNCATED_TRIALS: Final = 3
 # The input sets of one timing command, by call index: 0-2 the three estimate calls, 3 the one set every warm-up
 # call reads, FIRST_TIMED_CALL onwards one fresh set per timed trial (kbv.worker.timer.time_calls).
 FIRST_TIMED_CALL: Final = 4
+# While a timing command runs, each end of a request for a timed call's inputs (the worker waiting for its answer,
+# the parent waiting for the next request) polls without sleeping for up to this long before it blocks: on the H200
+# the parent's answer took 0.25-0.30 ms inside a run against 0.09 ms to an echo process that never slept
+# (docs/results/h200-2026-12-02-d), the wake-up of an idle core. Not on the CPU, whose few cores run the workers.
+# Not yet measured on the GPU: KBV_ASK_SPIN=0 (passed to every worker) turns it off for the comparison.
+ASK_SPIN_S: Final = {"cuda": 0.002 if os.environ.get("KBV_ASK_SPIN", "1") != "0" else 0.0, "cpu": 0.0}
 DEFERRED_WRITE_WAIT_S: Final = 0.002  # after a kept timed output is copied: a later change means deferred work
 BURST_TARGET_MS: Final = 60.0  # the parent-timed burst of back-to-back calls lasts about this long per role
 BURST_MAX_CALLS: Final = 2000

@@ -50,6 +50,7 @@ _resolve_conj, _resolve_neg = _Tensor.resolve_conj, _Tensor.resolve_neg
 _data_ptr, _stride, _get_device, _is_conj, _is_neg = (_Tensor.data_ptr, _Tensor.stride, _Tensor.get_device,
                                                       _Tensor.is_conj, _Tensor.is_neg)
 _empty = torch.empty
+_poll, _perf_counter = select.poll, time.perf_counter  # spin's, captured before any candidate code like the above
 MAX_DIM = 2**40
 _DTYPES: dict[str, torch.dtype] = {
     name: getattr(torch, name)
@@ -402,6 +403,21 @@ def _received(fd: int, kind: str, dtype: torch.dtype, shape: list[int], nbytes: 
         return _CODEC.import_(kind, fd, dtype, shape, nbytes)
     except Exception as exc:  # the sender's buffer, the sender's fault: judged as a wrong output
         return {"handoff_error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+
+
+def spin(conn: Connection, seconds: float) -> bool:
+    """Poll ``conn`` without sleeping for up to ``seconds``; True once a message is there to read. A reply that comes
+    within that time is then read without the wake-up of a sleeping process."""
+    if seconds <= 0:
+        return False
+    poller = _poll()
+    poller.register(conn.fileno(), select.POLLIN)
+    end = _perf_counter() + seconds
+    while True:
+        if poller.poll(0):
+            return True
+        if _perf_counter() >= end:
+            return False
 
 
 def recv(conn: Connection, max_bytes: int | None = None, deadline: float | None = None, relay: bool = False) -> Any:

@@ -7,13 +7,12 @@ from __future__ import annotations
 import os
 import secrets
 import tempfile
-import threading
 import time
 from concurrent.futures import Future
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from kbv.eval.evidence import Evidence, Failure
 from kbv.eval.options import EvalOptions
@@ -89,10 +88,10 @@ class PairContext:
         self.sampler_error: str | None = None
         self.own_roots: list[Path] = []  # the candidate's build folders (its own code: kbv.fallback)
         # the timing stage's workers, started while correctness runs (kbv.eval.performance.start_early), once the
-        # correctness stage's own two processes are up (their CUDA starts first: starts at once queue in the driver)
+        # correctness stage's own two processes are up (their CUDA starts first: starts at once queue in the driver):
+        # the correctness stage calls the hook then
         self.early_workers: Future | None = None
-        self.correctness_started = threading.Event()
-        self.early_cancelled = False  # set before the event by a discard: the workers not yet started never are
+        self.on_correctness_started: Callable[[], None] | None = None
 
     def again(self) -> "PairContext":
         """A fresh context for the same pair (new seeds, scratch folder and evidence) that keeps what the compile
@@ -117,9 +116,8 @@ class PairContext:
 
     def discard_early_workers(self) -> None:
         """Close the timing workers started early and never used (a rejected candidate, a stage run again): all
-        asked to exit at once, then waited for; those still waiting for the correctness stage are never started."""
-        self.early_cancelled = True
-        self.correctness_started.set()
+        asked to exit at once, then waited for."""
+        self.on_correctness_started = None
         workers = [worker for pair in self.take_early_workers() or [] for worker in pair.values()]
         for worker in workers:
             self.collect(worker)

@@ -136,12 +136,6 @@ class CorrectnessStage:
     # -- the stage ------------------------------------------------------------------------------------------------
 
     def run(self) -> None:
-        try:
-            self._run()
-        finally:
-            self.ctx.correctness_started.set()  # however the stage ended: timing workers waiting for it may start
-
-    def _run(self) -> None:
         ctx, options, ev = self.ctx, self.options, self.ev
         per_dist: dict[str, dict[str, Any]] = {}
         first_d1: tuple[int, dict[str, Any]] | None = None  # (seed, candidate reply) of a D1 trial, drawn after
@@ -171,7 +165,8 @@ class CorrectnessStage:
                 with ctx.clock("correctness", "process_start"):
                     candidate = starting.result()
                 self.spent += time.monotonic() - t0
-                ctx.correctness_started.set()  # both processes up, CUDA started: the timing workers may start
+                if ctx.on_correctness_started is not None:  # both processes up (CUDA started): timing workers
+                    ctx.on_correctness_started()  # may start now (kbv.eval.performance.start_early)
             except WorkerFailure as exc:
                 failure = exc
             else:

@@ -14,6 +14,7 @@ import time
 import traceback
 from concurrent import futures
 from contextlib import nullcontext
+from functools import partial
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -136,7 +137,7 @@ class PairEvaluation:
             if compiled.ok:
                 draft.stage = "correctness"
                 t0 = time.monotonic()
-                start_early(ctx)  # on a GPU the timing stage's workers start meanwhile
+                ctx.on_correctness_started = partial(start_early, ctx)  # the timing workers start meanwhile
                 self._correctness()
                 ctx, ev, draft = self.ctx, self.ctx.evidence, self.ctx.draft  # a second run has a fresh context
                 draft.stage = "correctness"

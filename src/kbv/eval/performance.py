@@ -87,24 +87,16 @@ def launch_pairs(ctx: PairContext, pairs: range, deadline: float,
 
 
 def start_early(ctx: PairContext) -> None:
-    """Start every timing pair's workers while the correctness stage runs (``ctx.early_workers``), once that stage's
-    own two processes are up (on a GPU CUDA starts queue in the driver: started at once with them, six took 0.9 s
-    against 0.3 s for two on the H200, and correctness waited). Each starts (on a GPU, CUDA too) before its hello
+    """Start every timing pair's workers in threads (``ctx.early_workers``): called by the correctness stage once its
+    own two processes are up (``ctx.on_correctness_started``; on a GPU CUDA starts queue in the driver: started at
+    once with them, six took 0.9 s against 0.3 s for two on the H200, and correctness waited). Each starts (on a GPU, CUDA too) before its hello
     and then waits, idle, with no candidate code loaded (that comes with its setup, in the stage, pair by pair), so
     the start no longer adds to the timing stage. Idle processes and contexts run no work while another pair is
     timed. ``KBV_START_AHEAD=0`` turns it off."""
     if not ctx.options.start_ahead:
         return
     n_pairs = ctx.options.timing_pairs or TIMING_RULES[ctx.device].process_pairs
-    deadline = time.monotonic() + ctx.options.timeout
-
-    def after_correctness_started() -> list[dict[str, Worker]]:
-        ctx.correctness_started.wait(max(0.0, deadline - time.monotonic()))
-        if ctx.early_cancelled:  # discarded before they started (a stage run again, a failure)
-            return []
-        return launch_pairs(ctx, range(n_pairs), deadline)
-
-    ctx.early_workers = _EARLY.submit(after_correctness_started)
+    ctx.early_workers = _EARLY.submit(launch_pairs, ctx, range(n_pairs), time.monotonic() + ctx.options.timeout)
 
 
 class PerformanceStage:

@@ -33,7 +33,7 @@ WORKER_ENV_ALLOW = ("PATH", "HOME", "LANG", "LANGUAGE", "LC_*", "TZ", "TERM", "T
                     "NVIDIA_*", "TORCH_EXTENSIONS_DIR", "TORCH_CUDA_ARCH_LIST", "TRITON_*", "MAX_JOBS", "CC", "CXX",
                     "CFLAGS", "CXXFLAGS", "LDFLAGS", "NVCC_*", "LD_LIBRARY_PATH", "LIBRARY_PATH", "CPATH",
                     "PYTHONPATH", "PYTHONHASHSEED", "VIRTUAL_ENV", "OMP_*", "MKL_*", "OPENBLAS_*", "KMP_*",
-                    "KBV_CACHE_DIR", "KBV_PROFILE_TIMING")
+                    "KBV_CACHE_DIR", "KBV_PROFILE_TIMING", "KBV_ASK_SPIN")
 SECRET_NAMES = ("*KEY*", "*TOKEN*", "*SECRET*", "*PASSWORD*", "*PASSWD*", "*CREDENTIAL*", "*_AUTH*", "*COOKIE*")
 
 

@@ -21,7 +21,7 @@ import torch
 
 from kbv import wire
 from kbv.worker import confine
-from kbv.protocol import (BASELINES, BURST_INPUT_SETS, CHANGED_KEPT_MAX, DEFERRED_WRITE_WAIT_S, DISTRIBUTIONS,
+from kbv.protocol import (ASK_SPIN_S, BASELINES, BURST_INPUT_SETS, CHANGED_KEPT_MAX, DEFERRED_WRITE_WAIT_S, DISTRIBUTIONS,
                           FIRST_TIMED_CALL, TIMING_RULES,
                           WORKER_FILE_BYTES_MAX, timed_call)
 from kbv.worker import (backends, commit, diagnose, guard, handoff, inputs, integrity, lending, loading, memory,
@@ -751,10 +751,13 @@ def main(conn: Connection, spec: dict[str, Any] | None = None) -> None:
         flush()
         pending.append(entry)
 
+    spin_s = ASK_SPIN_S["cuda" if session.device.startswith("cuda") else "cpu"]
+
     def ask(request: list[Any]) -> dict[str, Any]:
         t_ask = time.perf_counter_ns()
         wire.send(conn, {"need": request, **({"commit": pending.pop(0)} if pending else {})})
         flush()
+        wire.spin(conn, spin_s)  # the answer comes within microseconds: no sleep and wake-up on the way
         answer = wire.recv(conn, 0)
         session.ask_ns += time.perf_counter_ns() - t_ask
         return answer
