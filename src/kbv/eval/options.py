@@ -52,9 +52,9 @@ class EvalOptions:
     # the parent samples every worker's CPU time from outside (kbv.sandbox.sampler: library use the candidate cannot
     # hide in the calls it can tell apart); KBV_SAMPLE_WORKERS=0 turns it off
     sample_workers: bool = field(default_factory=lambda: os.environ.get("KBV_SAMPLE_WORKERS", "1") != "0")
-    # the timing stage starts workers ahead, in threads: the first pair's two processes together, then every later
-    # pair's workers (started and set up) while the first pair's exit; KBV_START_AHEAD=0 starts each worker when its
-    # pair is due
+    # the timing stage's workers start ahead, in threads: every pair's while the correctness stage runs, idle with no
+    # candidate code until their pair is due (kbv.eval.performance.start_early); KBV_START_AHEAD=0 starts each worker
+    # when its pair is due
     start_ahead: bool = field(default_factory=lambda: os.environ.get("KBV_START_AHEAD", "1") != "0")
 
     def __post_init__(self) -> None:

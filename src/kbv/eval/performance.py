@@ -89,10 +89,10 @@ def launch_pairs(ctx: PairContext, pairs: range, deadline: float,
 def start_early(ctx: PairContext) -> None:
     """Start every timing pair's workers in threads (``ctx.early_workers``): called by the correctness stage once its
     own two processes are up (``ctx.on_correctness_started``; on a GPU CUDA starts queue in the driver: started at
-    once with them, six took 0.9 s against 0.3 s for two on the H200, and correctness waited). Each starts (on a GPU, CUDA too) before its hello
-    and then waits, idle, with no candidate code loaded (that comes with its setup, in the stage, pair by pair), so
-    the start no longer adds to the timing stage. Idle processes and contexts run no work while another pair is
-    timed. ``KBV_START_AHEAD=0`` turns it off."""
+    once with them, six took 0.9 s against 0.3 s for two on the H200, and correctness waited). Each starts (on a
+    GPU, CUDA too) before its hello and then waits, idle, with no candidate code loaded (that comes with its setup,
+    in the stage, pair by pair), so the start no longer adds to the timing stage. Idle processes and contexts run no
+    work while another pair is timed. ``KBV_START_AHEAD=0`` turns it off."""
     if not ctx.options.start_ahead:
         return
     n_pairs = ctx.options.timing_pairs or TIMING_RULES[ctx.device].process_pairs
@@ -226,9 +226,10 @@ class PerformanceStage:
         wall: dict[str, list[float]] = {}
         share = 1.0 / (TIMING_ROUNDS * n_pairs)
         exiting: list[Worker] = []  # the previous pair's workers, asked to exit: waited for before the next timing
-        # Started ahead (options.start_ahead): the first pair's two processes together; then, once the first pair
-        # is timed and its workers asked to exit, every later pair's workers together, started and set up while
-        # those exit (no later pair's worker exists while the first pair is measured or timed).
+        # Started ahead (options.start_ahead): every pair's workers while correctness ran (``start_early``), idle
+        # and with no candidate code until set up here, pair by pair. Where that did not happen: the first pair's two
+        # processes together, then, once the first pair is timed and its workers asked to exit, every later pair's
+        # workers together, started and set up while those exit.
         ahead: list[dict[str, Worker]] = [{} for _ in range(n_pairs)]
         with ctx.clock("performance", "start_ahead"):  # started while correctness ran: the wait for them, if any
             early = ctx.take_early_workers()
@@ -239,7 +240,7 @@ class PerformanceStage:
                     worker.close()
             early = None
         try:
-            if early is not None and len(early) == n_pairs:
+            if early is not None:
                 ahead = early
             elif options.start_ahead:
                 ahead[:1] = self._start_ahead(range(1), deadline, set_up=False)
