@@ -30,6 +30,10 @@ def test_cuda_load_inline_candidate_builds_and_is_correct() -> None:
     assert record.fallback["decided_by"] == "gpu device time" and gpu["own_us"] > 0, gpu
     assert gpu["library_share_time"] == 0.0 and not {"fallback", "partial_fallback"} & set(record.flags), gpu
     assert record.flags == [], (record.flags, record.integrity, record.timing_ms.get("burst"))  # honest: no flag
+    # issue 13: CUDA started before each worker's hello (its time split out of the start), and the timing stage's
+    # processes started while correctness ran
+    assert record.wall_seconds.get("correctness/cuda_init", 0) > 0, record.wall_seconds
+    assert "performance/process_start" not in record.wall_seconds, record.wall_seconds
     assert all(check["passed"] for check in record.correctness["timed_rechecks"])
     assert record.correctness["poison"]["passed"] and record.correctness["poison"]["identical"]
     assert not record.correctness["precision"]["low"], record.correctness["precision"]

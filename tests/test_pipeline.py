@@ -112,6 +112,8 @@ def test_several_process_pairs_pool_into_one_speedup() -> None:
     assert len(record.timing_ms["reference_verified"]["process_medians"]) == 3
     s = record.speedup["verified"]
     assert s["ci_low"] <= s["value"] <= s["ci_high"]
+    # issue 13: all three pairs' processes started while correctness ran, none by the timing stage itself
+    assert "performance/process_start" not in record.wall_seconds and "performance/start_ahead" in record.wall_seconds
 
 
 def test_failing_reference_is_not_blamed_on_the_candidate(tmp_path) -> None:
