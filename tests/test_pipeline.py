@@ -114,6 +114,9 @@ def test_several_process_pairs_pool_into_one_speedup() -> None:
     assert s["ci_low"] <= s["value"] <= s["ci_high"]
     # issue 13: all three pairs' processes started while correctness ran, none by the timing stage itself
     assert "performance/process_start" not in record.wall_seconds and "performance/start_ahead" in record.wall_seconds
+    # and the judge's own account of its time, in both stages
+    for split in (record.correctness["judge_split_ms"], record.timing_ms["judge_split_ms"]):
+        assert split["commands"] >= 1 and {"receive", "compare", "standard", "digest"} <= set(split), split
 
 
 def test_failing_reference_is_not_blamed_on_the_candidate(tmp_path) -> None:

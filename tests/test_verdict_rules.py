@@ -808,6 +808,19 @@ def test_a_workers_cuda_start_is_split_from_its_process_start(fake, tmp_path) ->
         fake.hello_cuda_init_s = 0.0
 
 
+def test_the_judges_split_of_its_time_is_summed_per_stage(tmp_path) -> None:
+    """Issue 13: each judge command's own account of its time adds up per stage (the correctness section's, the
+    timing section's), with the commands counted; a malformed account adds nothing."""
+    ctx = context(tmp_path)
+    for _ in range(2):
+        ctx.note_judge_split("correctness", {"split_ms": {"receive": 1.5, "compare": 2.0}})
+    ctx.note_judge_split("performance", {"split_ms": {"receive": 4.0, "compare": float("nan"), 7: 1.0}})
+    for bad in ({"split_ms": "1"}, {}, None):
+        ctx.note_judge_split("correctness", bad)  # type: ignore[arg-type]
+    assert ctx.draft.correctness["judge_split_ms"] == {"commands": 2, "receive": 3.0, "compare": 4.0}
+    assert ctx.draft.timing_ms["judge_split_ms"] == {"commands": 1, "receive": 4.0}
+
+
 def test_cuda_init_is_a_part_of_setup_never_more_than_it(tmp_path) -> None:
     """Issue 13: a setup reply's ``cuda_init_s`` (the worker's own clock) moves from ``<stage>/setup`` to
     ``<stage>/cuda_init``, never more than setup was charged, and a malformed figure moves nothing."""

@@ -4,6 +4,7 @@ state, the record sections being filled (``Draft``: every record field except th
 
 from __future__ import annotations
 
+import math
 import os
 import secrets
 import tempfile
@@ -215,6 +216,20 @@ class PairContext:
         moved = min(float(seconds), self.spent.get(f"{stage}/{part}", 0.0))
         self.charge(stage, part, -moved)
         self.charge(stage, "cuda_init", moved)
+
+    def note_judge_split(self, stage: str, reply: dict[str, Any]) -> None:
+        """Add a judge command's own account of its time (``split_ms``: receiving the candidate's outputs, its
+        descriptors imported; comparing; the standard check; reading back lent inputs; the digest) to the stage's
+        ``judge_split_ms`` (``correctness`` or ``timing_ms``), with the number of commands: a diagnostic only."""
+        split = reply.get("split_ms") if isinstance(reply, dict) else None
+        if not isinstance(split, dict):
+            return
+        section = self.draft.correctness if stage == "correctness" else self.draft.timing_ms
+        total = section.setdefault("judge_split_ms", {"commands": 0})
+        total["commands"] += 1
+        for part, ms in split.items():
+            if isinstance(part, str) and isinstance(ms, (int, float)) and math.isfinite(ms):
+                total[part] = round(total.get(part, 0.0) + float(ms), 3)
 
     def charge(self, stage: str, part: str, seconds: float) -> None:
         """Add ``seconds`` to ``<stage>/<part>`` of the record's ``wall_seconds`` breakdown."""

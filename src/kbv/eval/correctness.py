@@ -83,6 +83,8 @@ class CorrectnessStage:
             raise ReferenceFailed(failure, "correctness") from None
         if msg.get("cmd") == "setup":
             self.ctx.split_cuda_init("correctness", reply)
+        elif msg.get("cmd") == "judge":
+            self.ctx.note_judge_split("correctness", reply)
         if msg.get("cmd") == "forward":
             self.ctx.saw_reference_output(reply)
             self.ctx.watch(worker, msg.get("distribution", ""))

@@ -588,6 +588,7 @@ class PerformanceStage:
             judged = self._call(reference, "reference", {
                 "cmd": "judge", "candidate": {"structure": got["structure"], "outputs": got["outputs"]},
                 "precision": self.options.precision, "digest": "burst" not in fetch}, deadline)
+            self.ctx.note_judge_split("performance", judged)
             record |= {"passed": bool(judged["comparison"]["passed"]),
                        "reason": judged["comparison"].get("reason", "")}
             if "burst" not in fetch and judged.get("digest") != committed:

@@ -166,6 +166,7 @@ class Session:
         self.digest_ns = 0  # time spent digesting kept outputs (a diagnostic of the timing command's split)
         self.copy_ns = 0  # time spent copying kept outputs (the same)
         self.ask_ns = 0  # time spent waiting for the parent's answers (the same; set by main's ``ask``)
+        self.receive_ns = 0  # receiving the command being served, its descriptors imported (set by ``main``)
         # sends a kept output's digest to the parent as its trial ends (kbv.worker.commit; set by main)
         self.commit: Callable[[list[Any]], None] | None = None
         # asks the parent for a timed call's seed and distribution when the call is due (kbv.eval.pacing; set by main)
@@ -368,18 +369,26 @@ class Session:
 
         from kbv import judge  # imported here: candidate workers never load the judge
 
+        t0 = time.perf_counter_ns()
         candidate = _on_device(msg["candidate"], self.device)
         reference = {"structure": self.kept[0], "outputs": self.kept[1]}
         comparison = judge.compare_outputs(candidate, reference, msg["precision"])
         result = asdict(comparison)
         result.pop("per_output", None)
+        t1 = time.perf_counter_ns()
         tolerance = float(msg.get("standard_tolerance", judge.STANDARD_ATOL))
         reply = {"comparison": result, "standard": judge.standard_check(candidate, reference, tolerance)}
+        t2 = time.perf_counter_ns()
         if msg.get("lent"):  # the inputs this worker lent for the trial, read back after the candidate's call
             reply["lent_check"] = self.lent[0].check(self.lent[1]) if self.lent is not None else None
             self._drop_lent()
+        t3 = time.perf_counter_ns()
         if msg.get("digest"):  # of the outputs as the judge sees them, against the candidate's commitment
             reply["digest"] = commit.digest(candidate.get("outputs") or [])
+        t4 = time.perf_counter_ns()
+        # where the judge's time went, by its own clock (a diagnostic that decides nothing)
+        reply["split_ms"] = {"receive": self.receive_ns / 1e6, "compare": (t1 - t0) / 1e6,
+                             "standard": (t2 - t1) / 1e6, "lent_check": (t3 - t2) / 1e6, "digest": (t4 - t3) / 1e6}
         return reply
 
     def cmd_same(self, msg: dict[str, Any]) -> dict[str, Any]:
@@ -771,7 +780,10 @@ def main(conn: Connection, spec: dict[str, Any] | None = None) -> None:
     wire.send(conn, {"ok": True, "pid": os.getpid(), "isolation": isolation, "cuda_init_s": cuda_init_s})
     while True:
         try:
+            conn.poll(None)  # the next command's first bytes: its receipt (descriptors imported) is timed from here
+            t_receive = time.perf_counter_ns()
             msg = wire.recv(conn)
+            session.receive_ns = time.perf_counter_ns() - t_receive
         except (EOFError, OSError, wire.WireError):
             os._exit(0)
         if msg.get("cmd") == "exit":
