@@ -14,8 +14,8 @@ import time
 import traceback
 from concurrent import futures
 from contextlib import nullcontext
-from functools import partial
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
