@@ -274,6 +274,13 @@ FIRST_TIMED_CALL: Final = 4
 # (docs/results/h200-2026-12-02-d), the wake-up of an idle core. Not on the CPU, whose few cores run the workers.
 # Not yet measured on the GPU: KBV_ASK_SPIN=0 (passed to every worker) turns it off for the comparison.
 ASK_SPIN_S: Final = {"cuda": 0.002 if os.environ.get("KBV_ASK_SPIN", "1") != "0" else 0.0, "cpu": 0.0}
+
+
+def ask_spin_s(device: str) -> float:
+    """``ASK_SPIN_S`` for a device name ("cuda", "cuda:1" or "cpu")."""
+    return ASK_SPIN_S["cuda" if device.startswith("cuda") else "cpu"]
+
+
 DEFERRED_WRITE_WAIT_S: Final = 0.002  # after a kept timed output is copied: a later change means deferred work
 BURST_TARGET_MS: Final = 60.0  # the parent-timed burst of back-to-back calls lasts about this long per role
 BURST_MAX_CALLS: Final = 2000

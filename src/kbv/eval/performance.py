@@ -95,8 +95,13 @@ def start_early(ctx: PairContext) -> None:
     work while another pair is timed. ``KBV_START_AHEAD=0`` turns it off."""
     if not ctx.options.start_ahead:
         return
-    n_pairs = ctx.options.timing_pairs or TIMING_RULES[ctx.device].process_pairs
-    ctx.early_workers = _EARLY.submit(launch_pairs, ctx, range(n_pairs), time.monotonic() + ctx.options.timeout)
+    ctx.early_workers = _EARLY.submit(launch_pairs, ctx, range(timing_pairs(ctx)),
+                                      time.monotonic() + ctx.options.timeout)
+
+
+def timing_pairs(ctx: PairContext) -> int:
+    """The process pairs the timing stage runs (before any confirmation pair)."""
+    return ctx.options.timing_pairs or TIMING_RULES[ctx.device].process_pairs
 
 
 class PerformanceStage:
@@ -210,8 +215,7 @@ class PerformanceStage:
     def run(self) -> None:
         ctx, options, draft = self.ctx, self.options, self.draft
         baselines = self.baselines
-        rule = TIMING_RULES[ctx.device]
-        n_pairs = options.timing_pairs or rule.process_pairs
+        n_pairs = timing_pairs(ctx)
         seed = secrets.randbits(63)
         draft.seeds["timing"] = seed
         # the GPU's clocks (an nvidia-smi process: a tenth of a second or more) read while the stage goes on
@@ -232,13 +236,7 @@ class PerformanceStage:
         # workers together, started and set up while those exit.
         ahead: list[dict[str, Worker]] = [{} for _ in range(n_pairs)]
         with ctx.clock("performance", "start_ahead"):  # started while correctness ran: the wait for them, if any
-            early = ctx.take_early_workers()
-        if early is not None and len(early) != n_pairs:  # not for this stage's pairs: not used
-            for workers in early:
-                for worker in workers.values():
-                    ctx.collect(worker)
-                    worker.close()
-            early = None
+            early = ctx.take_early_workers()  # one per pair (timing_pairs)
         try:
             if early is not None:
                 ahead = early

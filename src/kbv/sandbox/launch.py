@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any, Callable, Protocol
 
 from kbv import wire
-from kbv.protocol import ASK_SPIN_S, COMMITS_MAX, LOG_TAIL_BYTES, REPLY_BYTES_DEFAULT, REPLY_TRANSFER_GRACE_S, WORKER_EXIT_WAIT_S
+from kbv.protocol import (COMMITS_MAX, LOG_TAIL_BYTES, REPLY_BYTES_DEFAULT, REPLY_TRANSFER_GRACE_S, WORKER_EXIT_WAIT_S,
+                          ask_spin_s)
 
 LOG_TAIL_CHARS = LOG_TAIL_BYTES
 
@@ -289,7 +290,7 @@ class Worker:
     def _expect(self, deadline: float, max_bytes: int | None = None, pacer: Pacing | None = None) -> dict[str, Any]:
         """The reply to the command in flight; the frames a worker may send before it (a kept output's commitment,
         a request for the next call's inputs) are handled on the way."""
-        spin_s = ASK_SPIN_S["cuda" if self.spec.device.startswith("cuda") else "cpu"] if pacer is not None else 0.0
+        spin_s = ask_spin_s(self.spec.device) if pacer is not None else 0.0
         while True:
             wire.spin(self._conn, spin_s)  # a timing command: its next request comes within a trial's time
             reply = self._frame(deadline, max_bytes)

@@ -21,9 +21,9 @@ import torch
 
 from kbv import wire
 from kbv.worker import confine
-from kbv.protocol import (ASK_SPIN_S, BASELINES, BURST_INPUT_SETS, CHANGED_KEPT_MAX, DEFERRED_WRITE_WAIT_S, DISTRIBUTIONS,
+from kbv.protocol import (BASELINES, BURST_INPUT_SETS, CHANGED_KEPT_MAX, DEFERRED_WRITE_WAIT_S, DISTRIBUTIONS,
                           FIRST_TIMED_CALL, TIMING_RULES,
-                          WORKER_FILE_BYTES_MAX, timed_call)
+                          WORKER_FILE_BYTES_MAX, ask_spin_s, timed_call)
 from kbv.worker import (backends, commit, diagnose, guard, handoff, inputs, integrity, lending, loading, memory,
                         recorder, timer)
 
@@ -760,7 +760,7 @@ def main(conn: Connection, spec: dict[str, Any] | None = None) -> None:
         flush()
         pending.append(entry)
 
-    spin_s = ASK_SPIN_S["cuda" if session.device.startswith("cuda") else "cpu"]
+    spin_s = ask_spin_s(session.device)
 
     def ask(request: list[Any]) -> dict[str, Any]:
         t_ask = time.perf_counter_ns()
