@@ -23,6 +23,7 @@ from kbv.problems import load_problem
 from kbv.problems.candidates import Candidate
 from kbv.protocol import (DISTRIBUTION_NAMES, FIRST_TIMED_CALL, FLAGS, REJECTING_FLAGS, VERDICT_PRECEDENCE,
                           TIMING_ROUNDS, baseline_key, timed_call)
+from kbv.sandbox import launch
 from kbv.sandbox.launch import WorkerFailure
 
 RULES = Rules()
@@ -307,7 +308,8 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> type[FakeWorker]:
     FakeWorker.exiting = []
     FakeWorker.untimed_ms = {}
     FakeWorker.load_ms = {}
-    return FakeWorker
+    yield FakeWorker
+    launch.wait_retired()  # a stage's last pair, retired: gone before the next test, as before a run returns
 
 
 def _fake_pids(monkeypatch: pytest.MonkeyPatch, pids: dict[str, int]) -> None:
@@ -598,6 +600,7 @@ def test_a_failed_setup_closes_every_started_worker(fake, tmp_path, fail: int, c
             assert [(f.stage, f.role, f.kind) for f in ctx.evidence.failures] == [("performance", "candidate", "died")]
     finally:
         fake.call = real_call  # type: ignore[method-assign]
+    launch.wait_retired()  # those the stage retired, as the run waits for them
     assert len(fake.closed) == closed
 
 
@@ -607,8 +610,43 @@ def test_closing_a_worker_is_charged_to_process_exit(fake, tmp_path) -> None:
     fake.scripts = {"reference": timing_script(1.0, 0.0), "candidate": timing_script(1.0, 0.0)}
     ctx = context(tmp_path, timing_pairs=3, protocol="verified")
     performance.PerformanceStage(ctx).run()
+    launch.wait_retired()  # the last pair's two: retired, waited for by the run (test_the_last_pairs_workers_...)
     assert len(fake.closed) == 6
     assert ctx.spent["performance/process_exit"] == pytest.approx(6 * 0.25)
+
+
+def test_the_last_pairs_workers_exit_off_the_pairs_clock_but_before_the_next_timing(fake, tmp_path) -> None:
+    """Issue 13: the last pair's timing workers are asked to exit and left to it (their CUDA teardown overlaps what
+    comes next), but every later timing, and the run's end, waits until they are gone: timing keeps the device to
+    itself and no worker outlives a run."""
+    fake.scripts = {"reference": timing_script(1.0, 0.0), "candidate": timing_script(1.0, 0.0)}
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    performance.PerformanceStage(context(tmp_path / "a", timing_pairs=2, protocol="verified")).run()
+    assert len(fake.closed) == 2  # the first pair's waited for, the last pair's retired
+    order: list[str] = []
+    real_time_pair = performance.PerformanceStage._time_pair
+
+    def timed(self, *args: Any, **kwargs: Any) -> Any:
+        order.append("timing")
+        return real_time_pair(self, *args, **kwargs)
+
+    performance.PerformanceStage._time_pair = timed  # type: ignore[method-assign]
+    real_close = fake.close
+
+    def close(self, wait: bool = True) -> None:
+        if wait:
+            order.append("gone")
+        real_close(self, wait)
+
+    fake.close = close  # type: ignore[method-assign]
+    try:
+        performance.PerformanceStage(context(tmp_path / "b", timing_pairs=1, protocol="verified")).run()
+    finally:
+        performance.PerformanceStage._time_pair = real_time_pair  # type: ignore[method-assign]
+        fake.close = real_close  # type: ignore[method-assign]
+    assert order == ["gone", "gone", "timing"]  # the earlier stage's last pair gone before this one is timed
+    assert launch.wait_retired() == 2  # this stage's own pair, retired in turn
 
 
 class _Numbered(FakeWorker):
@@ -651,10 +689,11 @@ def test_later_pairs_start_ahead_while_the_first_pair_exits(numbered, tmp_path) 
     """Issue 13: the timing stage's workers start together. The first pair's two processes start at once; every
     later pair's workers start and are set up, in threads, only once the first pair is timed and its workers asked
     to exit (no later pair's worker exists while the first pair's memory is measured or it is timed), and the first
-    pair's workers are gone before the second pair is timed; no worker serves two pairs, and every one is gone when
-    the stage ends."""
+    pair's workers are gone before the second pair is timed; no worker serves two pairs, and every one is gone once
+    the run waits for the last pair's (retired: ``launch.wait_retired``)."""
     ctx = context(tmp_path, timing_pairs=3, protocol="verified")
     performance.PerformanceStage(ctx).run()
+    launch.wait_retired()
     events = numbered.events
     at = {(e, n): i for i, (e, n, _) in reversed(list(enumerate(events)))}  # each event's first index
     assert {at[("start", 0)], at[("start", 1)]} == {0, 1}  # the first pair's processes, before anything else
@@ -677,6 +716,7 @@ def test_a_later_pairs_failure_closes_every_worker_started_ahead(numbered, tmp_p
     numbered.fail = ("candidate", "setup", 4)  # the third pair's candidate
     ctx = context(tmp_path, timing_pairs=3, protocol="verified")
     performance.PerformanceStage(ctx).run()
+    launch.wait_retired()
     events = numbered.events
     assert ctx.evidence.failures and ctx.evidence.failures[0].role == "candidate"
     assert {n for e, n, _ in events if e == "time"} == {0, 1}
@@ -736,6 +776,7 @@ def test_every_timing_worker_starts_while_correctness_runs(numbered, monkeypatch
     before = list(numbered.events)
     assert sorted(e for e, _, _ in before) == ["start"] * 4
     performance.PerformanceStage(ctx).run()
+    launch.wait_retired()  # the last pair's workers, retired: the run waits for them
     events = numbered.events[len(before):]
     assert not [e for e in events if e[0] == "start"]  # none started by the stage
     timed = [n for e, n, _ in events if e == "time"]
@@ -840,6 +881,7 @@ def test_a_truncated_candidate_starts_no_later_pair(numbered, tmp_path) -> None:
     """A far slower candidate is timed once, in the first pair: the later pairs' workers are never started."""
     numbered.scripts["candidate"] = timing_script(100.0, 0.0, truncated=True)  # FakeWorker's, reset by the fixture
     performance.PerformanceStage(context(tmp_path, timing_pairs=3, protocol="verified")).run()
+    launch.wait_retired()  # the last pair's workers, retired: the run waits for them
     assert {n for e, n, _ in numbered.events if e == "start"} == {0, 1}
     assert {n for e, n, _ in numbered.events if e == "gone"} == {0, 1}
 
@@ -851,6 +893,7 @@ def test_a_later_references_failure_is_the_references(numbered, tmp_path) -> Non
     ctx = context(tmp_path, timing_pairs=2, protocol="verified")
     with pytest.raises(ReferenceFailed):
         performance.PerformanceStage(ctx).run()
+    launch.wait_retired()  # the last pair's workers, retired: the run waits for them
     assert {n for e, n, _ in numbered.events if e == "gone"} == set(range(4))
 
 
@@ -882,6 +925,7 @@ def test_a_pairs_workers_exit_while_the_next_pair_starts_and_are_gone_before_it_
     monkeypatch.setattr(context_module, "Worker", Ordered)
     fake.scripts = {"reference": timing_script(1.0, 0.0), "candidate": timing_script(1.0, 0.0)}
     performance.PerformanceStage(context(tmp_path, timing_pairs=2, protocol="verified", start_ahead=False)).run()
+    launch.wait_retired()  # the last pair's workers, retired: the run waits for them
     at = {event: i for i, event in reversed(list(enumerate(events)))}  # each event's first index
     first_time_of_pair_2 = min(at[("time", 2)], at[("time", 3)])
     for old in (0, 1):

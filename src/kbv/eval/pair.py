@@ -33,6 +33,7 @@ from kbv.problems import Problem
 from kbv.problems.candidates import Candidate
 from kbv.protocol import BASELINES
 from kbv.records import Record
+from kbv.sandbox import launch
 from kbv.sandbox import plan as sandbox_plan
 from kbv.sandbox.launch import Worker, WorkerFailure
 
@@ -315,7 +316,10 @@ def evaluate(problem: Problem | str | Path, candidate: Candidate | str | Path, o
         gpu = envinfo.gpu_indices()[0]
     problem = problem if isinstance(problem, Problem) else load_problem(problem)
     candidate = candidate if isinstance(candidate, Candidate) else Candidate.from_path(candidate)
-    return evaluate_shapes(problem, candidate, options, device, gpu, compiled)
+    try:
+        return evaluate_shapes(problem, candidate, options, device, gpu, compiled)
+    finally:
+        launch.wait_retired()  # no worker outlives the call
 
 
 def evaluate_shapes(problem: Problem, candidate: Candidate, options: EvalOptions, device: str, gpu: int | None,

@@ -31,7 +31,7 @@ from kbv.protocol import (
     STAGE_MEMORY_SLACK_REL, DISTRIBUTIONS, JUDGED_TIMED_CALLS_PER_PAIR, MEMORY_SLACK_BYTES,
     REFERENCE_REMEASURE_TRIALS, RING_BYTES, RING_DEVICE_FRACTION, TIMED_DISTRIBUTION_WEIGHTS, TIMING_ROUNDS, TIMING_RULES, TIMING_TRUNCATE_FACTOR, timed_call,
 )
-from kbv.sandbox import devmem, observe
+from kbv.sandbox import devmem, launch, observe
 from kbv.sandbox.launch import Worker, WorkerFailure
 
 _READER = ThreadPoolExecutor(max_workers=4, thread_name_prefix="kbv-gpu-clocks")  # readings of GPU clocks
@@ -163,10 +163,12 @@ class PerformanceStage:
 
     @staticmethod
     def _wait_exited(workers: list[Worker]) -> None:
-        """Wait until every worker asked to exit (``Worker.close(wait=False)``) is gone: a pair's workers exit while
-        the next pair's start, and the next pair is timed only once they have (their exit also frees the GPU)."""
+        """Wait until every worker asked to exit (``Worker.close(wait=False)``) is gone, and every worker an earlier
+        pair retired (``launch.wait_retired``): a pair's workers exit while the next pair's start, and the next pair
+        is timed only once they have (their exit also frees the GPU)."""
         while workers:
             workers.pop().close()
+        launch.wait_retired()
 
     def _call(self, worker: Worker, role: str, msg: dict[str, Any], deadline: float,
               pacer: Pacer | None = None) -> dict[str, Any]:
@@ -277,7 +279,9 @@ class PerformanceStage:
                     self.ctx.collect(worker)
                     worker.close(wait=False)
                     exiting.append(worker)
-            self._wait_exited(exiting)
+            # the last pair's workers exit while whatever comes next runs (the next pair's correctness): waited for
+            # before any timing starts and before the run returns, not on this pair's clock
+            launch.retire(exiting)
         self.ev.timing_truncated = self.truncated
         self._judge_aliases()
         self._judge_untimed(samples)

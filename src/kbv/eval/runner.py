@@ -331,6 +331,7 @@ def _run(pairs: Sequence[Pair], todo: list[Pair], options: EvalOptions, device: 
         raise Interrupted(recorded, len(todo) - recorded, out, stuck) from None
     finally:
         pool.shutdown(wait=False)
+        launch.wait_retired()  # the last pairs' timing workers, still exiting: no worker outlives the run
     return RunSummary(evaluated=count, skipped=len(pairs) - len(todo), out=out)
 
 

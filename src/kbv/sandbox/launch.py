@@ -10,6 +10,7 @@ kills it and everything it started. Replies are decoded with ``kbv.wire``
 
 from __future__ import annotations
 
+import atexit
 import base64
 import hashlib
 import os
@@ -32,6 +33,40 @@ LOG_TAIL_CHARS = LOG_TAIL_BYTES
 _LIVE: set["Worker"] = set()  # every started, not yet closed worker (for stop_all)
 _LIVE_LOCK = threading.Lock()
 _STOPPED = threading.Event()
+_RETIRED: list["Worker"] = []  # asked to exit and not yet waited for (retire, wait_retired)
+
+
+def retire(workers: list["Worker"]) -> None:
+    """Ask each worker to exit and leave the wait for later (:func:`wait_retired`): a pair's last timing workers
+    exit (on a GPU their CUDA context's teardown, about a third of a second) while the next pair's correctness
+    runs, instead of on the pair's clock."""
+    for worker in workers:
+        worker.close(wait=False)
+    with _LIVE_LOCK:
+        _RETIRED.extend(workers)
+
+
+def wait_retired() -> int:
+    """Wait until every retired worker is gone (killing what does not exit in time); returns how many there were.
+    Every timing waits for this before it starts (it has the device to itself), and every run before it returns."""
+    with _LIVE_LOCK:
+        retired = list(_RETIRED)
+        _RETIRED.clear()
+    for worker in retired:
+        worker.close()
+    return len(retired)
+
+
+def _at_exit() -> None:
+    """Nothing kbv started outlives it: the workers still exiting first (their exits are told by the launcher), then
+    the launchers."""
+    from kbv.sandbox import zygote
+
+    wait_retired()
+    zygote.shut_down()
+
+
+atexit.register(_at_exit)
 
 
 def stop_all() -> int:

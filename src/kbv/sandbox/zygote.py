@@ -70,6 +70,24 @@ def kill_starting() -> None:
             pass
 
 
+def shut_down(timeout: float = 5.0) -> int:
+    """Close every zygote's control socket (a zygote exits at its end of file) and wait until each has exited,
+    killing one that has not within ``timeout``: at exit, so no launcher outlives kbv (its parent-death signal
+    alone would kill it only after kbv is gone). Returns how many there were."""
+    with _LOCK:
+        zygotes = list(_ZYGOTES.values())
+        _ZYGOTES.clear()
+    for each in zygotes:
+        each.close()
+    for each in zygotes:
+        try:
+            each.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            each.process.kill()
+            each.process.wait()
+    return len(zygotes)
+
+
 class Zygote:
     """One zygote process and the parent's end of its control socket."""
 
@@ -179,6 +197,12 @@ class Zygote:
             self.exits.pop(pid, None)
 
     def close(self) -> None:
+        """Close the control socket: shut down first, so the zygote sees its end of file at once (a close alone
+        waits for the reader thread's pending receive)."""
+        try:
+            self._control.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
         try:
             self._control.close()
         except OSError:
