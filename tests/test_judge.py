@@ -37,3 +37,40 @@ def test_same_outputs_sees_a_difference_in_any_chunk_and_nan_equals_nan(small_ch
     b[where] += 0.5
     identical, worst = judge.same_outputs(reply(a), reply(b))
     assert not identical and worst == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize("fast_path", [True, False])
+@pytest.mark.parametrize("where", [0, 6, 7, 29, 99])
+def test_compare_tensor_in_chunks_gives_the_whole_tensors_figures(monkeypatch, fast_path, where):
+    """Every figure (non-finite count, elements over, the maxima, the centred error) summed or maximised over
+    chunks, on the device and read once, equals the one-chunk answer, whichever chunk holds the NaN or the error;
+    also through the masking path a GPU always takes (``fast_path`` False: as if on CUDA)."""
+    tol = judge.TOLERANCES["fp32"]
+    ref = torch.randn(100)
+    cand = ref + 1e-4 * torch.randn(100)
+    cand[where] += 0.5
+    bad = cand.clone()
+    bad[(where + 50) % 100] = float("nan")
+    whole = [judge.compare_tensor(c, ref, tol) for c in (cand, bad)]
+    monkeypatch.setattr(judge, "CHUNK", 7)
+    if not fast_path:
+        monkeypatch.setattr(torch.Tensor, "is_cuda", property(lambda self: True))
+    chunked = [judge.compare_tensor(c, ref, tol) for c in (cand, bad)]
+    for a, b in zip(whole, chunked):
+        assert a.passed == b.passed and a.reason == b.reason
+        assert a.max_abs_error == pytest.approx(b.max_abs_error) and a.error_ratio == pytest.approx(b.error_ratio)
+        assert a.max_rel_error == pytest.approx(b.max_rel_error)
+        assert (a.centred_error is None) == (b.centred_error is None)
+    assert not chunked[0].passed and "1 of 100 elements outside tolerance" in chunked[0].reason
+    assert chunked[1].reason.startswith("1 elements non-finite")
+
+
+def test_the_judge_warms_its_kernels_on_a_comparison_that_meets_a_nan(monkeypatch):
+    """``judge.warm`` runs the comparison and the standard check once, on an output holding a NaN (both ways
+    through the non-finite policy), and they agree that it matches itself."""
+    seen = []
+    real_compare, real_standard = judge.compare_tensor, judge.standard_check
+    monkeypatch.setattr(judge, "compare_tensor", lambda c, r, t: seen.append(real_compare(c, r, t)) or seen[-1])
+    monkeypatch.setattr(judge, "standard_check", lambda c, r: seen.append(real_standard(c, r)) or seen[-1])
+    judge.warm("cpu")
+    assert len(seen) == 2 and seen[0].passed and seen[1] is False  # NaN never allclose: KernelBench's check

@@ -189,11 +189,16 @@ class Session:
 
     def warm(self) -> float:
         """Start CUDA in this process before any candidate code and before the hello (the parent starts workers
-        ahead of their use: the runtime's start then overlaps other work); the seconds it took, 0 on the CPU."""
+        ahead of their use: the runtime's start then overlaps other work), and in the reference's worker load the
+        judge's kernels too (``judge.warm``); the seconds it took, 0 on the CPU."""
         if not self.device.startswith("cuda"):
             return 0.0
         t0 = time.perf_counter()
         memory.device_in_use(self.device)
+        if self.spec.get("role") == "reference":
+            from kbv import judge  # candidate workers never load the judge
+
+            judge.warm(self.device)
         return time.perf_counter() - t0
 
     def cmd_setup(self, msg: dict[str, Any]) -> dict[str, Any]:
