@@ -762,6 +762,20 @@ def test_the_correctness_stage_starts_the_timing_workers_once_its_own_two_proces
     assert "forward" not in {e for e, _, _ in seen[0]}
 
 
+def test_the_correctness_stages_two_processes_exit_at_once(numbered, tmp_path) -> None:
+    """Issue 13: at the stage's end the reference is asked to exit before the candidate's exit is waited for, so
+    the two exits (on a GPU each a CUDA context's teardown) overlap; each is reported once and both are gone."""
+    numbered.scripts["reference"] = lambda msg: {"state": {}, "shapes": {}, "device": {}}
+    numbered.fail = ("candidate", "setup", 0)
+    ctx = context(tmp_path)
+    correctness.CorrectnessStage(ctx).run()
+    assert [(f.role, f.kind) for f in ctx.evidence.failures] == [("candidate", "died")]
+    roles = {role: n for e, n, role in numbered.events if e == "start"}
+    order = [(e, n) for e, n, _ in numbered.events if e in ("asked", "gone")]
+    assert order.index(("asked", roles["reference"])) < order.index(("gone", roles["candidate"]))
+    assert {n for e, n in order if e == "gone"} == set(roles.values())
+
+
 def test_every_timing_worker_starts_while_correctness_runs(numbered, monkeypatch, tmp_path) -> None:
     """Issue 13: the timing stage's workers, every pair's, start while the correctness stage runs
     (``start_early``) and wait idle with no candidate code: no command reaches one before the stage, and in the

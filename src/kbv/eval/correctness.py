@@ -143,6 +143,7 @@ class CorrectnessStage:
         first_d1: tuple[int, dict[str, Any]] | None = None  # (seed, candidate reply) of a D1 trial, drawn after
         seeds: dict[str, list[int]] = {}
         failure: WorkerFailure | None = None
+        collected = False  # the reference's report taken (kbv.eval.context.PairContext.collect: once per worker)
         # the candidate's process starts while the reference's starts and is set up (no candidate code runs
         # before its setup command); only the time spent waiting for it afterwards is charged
         starting = _STARTER.submit(ctx.start, "candidate", "correctness", time.monotonic() + options.timeout, False)
@@ -188,7 +189,11 @@ class CorrectnessStage:
                         failure = exc
                     finally:
                         ctx.collect(candidate)
-            ctx.collect(reference)
+                        ctx.collect(reference)
+                        reference.close(wait=False)  # both exit at once; each block's end waits for its own
+                collected = True
+            if not collected:
+                ctx.collect(reference)
         self.notes["distributions"] = per_dist
         self.notes["trials_per_distribution"] = options.trials
         self.notes.setdefault("input_use", {})["lent_trials"] = self.lent_trials
