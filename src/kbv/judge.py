@@ -70,11 +70,10 @@ def compare_tensor(cand: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> Com
                           max_abs_error=0.0 if equal else float("inf"), error_ratio=0.0 if equal else float("inf"))
     work = _work_dtype(ref.dtype)
     atol = max(tol.atol_scale * output_scale(ref), tol.atol_floor)
-    f64 = dict(dtype=torch.float64, device=ref.device)
     # bad_nonfinite, over, n (elements of finite reference): counts; ratio, max_abs, max_rel: maxima; sums for (2)
     counts = torch.zeros(3, dtype=torch.int64, device=ref.device)
-    maxima = torch.zeros(3, **f64)
-    sums = torch.zeros(3, **f64)  # sum_r, sum_r2 over finite reference elements; sum_d2
+    maxima = torch.zeros(3, dtype=torch.float64, device=ref.device)
+    sums = torch.zeros(3, dtype=torch.float64, device=ref.device)  # sum_r, sum_r2 over finite reference elements; sum_d2
     for c, r in zip(_chunks(cand), _chunks(ref)):
         c, r = c.to(work), r.to(work)
         ref_finite = torch.isfinite(r)
