@@ -99,6 +99,22 @@ def test_sealed_means_the_sender_cannot_write_it_afterwards():
     os.close(fd)
 
 
+def test_an_imported_buffer_is_mapped_copy_on_write_and_holds_the_sealed_bytes():
+    """The importer maps a sealed memfd instead of reading it into memory of its own: it gets the sender's bytes,
+    a write on its side changes nothing another importer (the next timing worker, given the same state) sees, and
+    an empty tensor needs no mapping."""
+    t = big()
+    fd = handoff.export_host(t)
+    again = os.dup(fd)
+    first = handoff.import_host(fd, t.dtype, list(t.shape), t.numel() * t.element_size())
+    assert torch.equal(first, t)
+    first.zero_()
+    second = handoff.import_host(again, t.dtype, list(t.shape), t.numel() * t.element_size())
+    assert torch.equal(second, t) and not torch.equal(first, t)
+    empty = handoff.export_host(torch.empty(0, 3))
+    assert handoff.import_host(empty, torch.float32, [0, 3], 0).shape == (0, 3)
+
+
 class ForgingCodec(handoff.Codec):
     """A candidate's own exporter: hands over a descriptor that is not a sealed copy of its output."""
 
