@@ -218,24 +218,22 @@ class CorrectnessStage:
         where every tensor pairs, fresh noise on the reference's parameters goes to both (identity defaults then
         matter), copied through the pairing."""
         ctx, ev = self.ctx, self.ev
-        matched = self.cand_call(candidate, {"cmd": "setup", "init_seed": ctx.init_seed, "state": ctx.ref_state})
-        if matched.get("started_threads"):  # alive before any forward: work can be handed to them
+        # built from the seed with no state: its own names, shapes and dtypes are all the pairing needs, and the
+        # state then travels once (a 256 MiB weight was sent, imported and loaded twice)
+        built = self.cand_call(candidate, {"cmd": "setup", "init_seed": ctx.init_seed})
+        if built.get("started_threads"):  # alive before any forward: work can be handed to them
             ev.see("background_threads")
-            self.notes.setdefault("input_use", {})["started_threads"] = matched["started_threads"]
-        own = [(str(n), tuple(int(s) for s in shape), str(dtype)) for n, shape, dtype in matched.get("own", [])]
-        mapping = map_parameters(describe(ctx.ref_state), own) if own else None
-        if mapping is None:  # an old worker without "own": today's name matching
-            unmatched = {"candidate_only": matched["candidate_only"], "reference_only": matched["reference_only"]}
-            unique = not (unmatched["candidate_only"] or unmatched["reference_only"])
-        else:
-            ctx.mapping = mapping
-            unmatched = {"candidate_only": mapping.candidate_only, "reference_only": mapping.reference_only}
-            unique = mapping.unique
-            if mapping.renamed:
-                self.notes["parameter_mapping"] = mapping.renamed
+            self.notes.setdefault("input_use", {})["started_threads"] = built["started_threads"]
+        own = [(str(n), tuple(int(s) for s in shape), str(dtype)) for n, shape, dtype in built.get("own", [])]
+        mapping = map_parameters(describe(ctx.ref_state), own)
+        ctx.mapping = mapping
+        unmatched = {"candidate_only": mapping.candidate_only, "reference_only": mapping.reference_only}
+        if mapping.renamed:
+            self.notes["parameter_mapping"] = mapping.renamed
         self.notes["unmatched"] = unmatched
-        if not unique:
+        if not mapping.unique:
             ev.see("unmatched_params")  # keep the seeded initialisation on both sides
+            self.cand_call(candidate, {"cmd": "load", "state": ctx.ref_state})  # what pairs by name and shape
             self.notes["parameters_perturbed"] = []
             self.notes["affine_defaults_exercised"] = False
             return
