@@ -239,6 +239,9 @@ class PerformanceStage:
         ahead: list[dict[str, Worker]] = [{} for _ in range(n_pairs)]
         with ctx.clock("performance", "start_ahead"):  # started while correctness ran: the wait for them, if any
             early = ctx.take_early_workers()  # one per pair (timing_pairs)
+        # an earlier pair's retired workers (long gone after this pair's correctness, unless one ignored the request)
+        # are gone before any worker of this stage takes its memory baseline
+        launch.wait_retired()
         try:
             if early is not None:
                 ahead = early
