@@ -1027,9 +1027,10 @@ def passing_reference(state: dict[str, Any], perturbed: list[str]) -> Callable[[
     """A reference worker's script for the correctness stage whose judge passes every candidate output."""
     def reference(msg: dict[str, Any]) -> dict[str, Any]:
         cmd = msg["cmd"]
-        if cmd == "setup":
-            return {"state": state, "shapes": {}, "device": {}}
-        if cmd == "perturb":
+        if cmd == "setup":  # correctness asks for the description only (the state leaves once, after the pairing)
+            own = [[n, list(t.shape), str(t.dtype).removeprefix("torch.")] for n, t in state.items()]
+            return ({"own": own} if msg.get("describe") else {"state": state}) | {"shapes": {}, "device": {}}
+        if cmd in ("perturb", "state"):
             return {"state": state, "perturbed": perturbed}
         if cmd == "forward":
             return {"nbytes": [8], "threads": [1, 1]}
@@ -1084,6 +1085,37 @@ def test_correctness_evidence_from_scripted_replies(fake, tmp_path) -> None:
     assert forwards == {REPLY_OUTPUT_FACTOR * 8 + REPLY_SLACK_BYTES}
     assert {b for role, cmd, b in fake.budgets if role == "candidate" and cmd == "setup"} == {REPLY_SLACK_BYTES}
     assert all(b is None for role, _, b in fake.budgets if role == "reference")
+
+
+@pytest.mark.parametrize("candidate_names, ref_commands", [
+    (["w"], ["setup", "perturb"]),  # every tensor pairs: the perturbed state is the only one that leaves
+    (["w", "extra"], ["setup", "state"]),  # not all pair: the seeded state, asked for once, loaded by name
+])
+def test_the_references_state_leaves_its_worker_once(fake, tmp_path, candidate_names, ref_commands) -> None:
+    """Issue 13: the correctness stage asks the reference's setup for its tensors' names, shapes and dtypes only;
+    the state itself (a 256 MiB weight exported, relayed, imported and loaded each time) leaves once, and the
+    candidate, built with no state, loads it once."""
+    state = {"w": torch.ones(2)}
+    seen: list[tuple[str, str]] = []
+    reference = passing_reference(state, perturbed=["w"])
+
+    def candidate(msg: dict[str, Any]) -> dict[str, Any]:
+        if msg["cmd"] == "setup":
+            assert "state" not in msg
+            return {"own": [[n, [2], "float32"] for n in candidate_names]}
+        if msg["cmd"] == "load":
+            return {}
+        return {"outputs": [], "threads": [1, 1], "fallback": {}, "modules": {}, "buffers": {}, "identical": True,
+                "max_abs_difference": None}
+
+    fake.scripts = {"reference": lambda msg: seen.append(("reference", msg["cmd"])) or reference(msg),
+                    "candidate": lambda msg: seen.append(("candidate", msg["cmd"])) or candidate(msg)}
+    ctx = context(tmp_path, trials=1)
+    correctness.CorrectnessStage(ctx).run()
+    before_trials = [c for r, c in seen if r == "reference" and c in ("setup", "perturb", "state")]
+    assert before_trials == ref_commands
+    assert [c for r, c in seen if r == "candidate"].count("load") == 1
+    assert set(ctx.ref_state) == {"w"}  # what the timing stage's workers load
 
 
 # -- issue 10, bug 5: the standard tolerance's version ---------------------------------------------------------------

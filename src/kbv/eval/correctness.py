@@ -18,7 +18,7 @@ from kbv import fallback as fallback_check
 from kbv import judge, wire
 from kbv.eval.context import PairContext, ReferenceFailed, failure_dict
 from kbv.eval.evidence import PART_OF, Failure
-from kbv.eval.params import describe, map_parameters
+from kbv.eval.params import map_parameters
 from kbv.protocol import DISTRIBUTIONS, GUARD_BYTES, POISON_BYTES, PRECISION_CHECK, TOLERANCES
 from kbv.sandbox import observe
 from kbv.sandbox.launch import Worker, WorkerFailure
@@ -49,6 +49,11 @@ def _discard(starting: Future) -> None:
         pass
 
 
+def _described(own: list[Any]) -> list[Any]:
+    """A worker's ``own`` list (name, shape, dtype per tensor) as ``kbv.eval.params`` takes it."""
+    return [(str(n), tuple(int(s) for s in shape), str(dtype)) for n, shape, dtype in own]
+
+
 class CorrectnessStage:
     def __init__(self, ctx: PairContext):
         self.ctx = ctx
@@ -58,6 +63,7 @@ class CorrectnessStage:
         self.spent = 0.0  # time charged to the candidate; waiting for the reference is not
         self.trials_seen = 0
         self.lent_trials = 0  # trials whose inputs the judge lent (kbv.worker.lending)
+        self.ref_own: list[Any] = []  # (name, shape, dtype) of the reference's tensors, in its order
 
     # -- calls ----------------------------------------------------------------------------------------------------
 
@@ -156,8 +162,8 @@ class CorrectnessStage:
             raise
         with reference:
             try:
-                setup = self.ref_call(reference, {"cmd": "setup", "init_seed": ctx.init_seed})
-                ctx.ref_state = setup["state"]
+                setup = self.ref_call(reference, {"cmd": "setup", "init_seed": ctx.init_seed, "describe": True})
+                self.ref_own = _described(setup.get("own", []))
                 ctx.draft.shapes = setup.get("shapes", {})
                 ctx.draft.env["device"] = setup.get("device", {}) | ctx.draft.env.get("device", {})
             except BaseException:
@@ -224,8 +230,7 @@ class CorrectnessStage:
         if built.get("started_threads"):  # alive before any forward: work can be handed to them
             ev.see("background_threads")
             self.notes.setdefault("input_use", {})["started_threads"] = built["started_threads"]
-        own = [(str(n), tuple(int(s) for s in shape), str(dtype)) for n, shape, dtype in built.get("own", [])]
-        mapping = map_parameters(describe(ctx.ref_state), own)
+        mapping = map_parameters(self.ref_own, _described(built.get("own", [])))
         ctx.mapping = mapping
         unmatched = {"candidate_only": mapping.candidate_only, "reference_only": mapping.reference_only}
         if mapping.renamed:
@@ -233,6 +238,7 @@ class CorrectnessStage:
         self.notes["unmatched"] = unmatched
         if not mapping.unique:
             ev.see("unmatched_params")  # keep the seeded initialisation on both sides
+            ctx.ref_state = self.ref_call(reference, {"cmd": "state"})["state"]
             self.cand_call(candidate, {"cmd": "load", "state": ctx.ref_state})  # what pairs by name and shape
             self.notes["parameters_perturbed"] = []
             self.notes["affine_defaults_exercised"] = False

@@ -13,7 +13,7 @@ from typing import Any
 
 STAGES = ("compile", "correctness", "performance")
 # what each worker command's time is charged to in the wall_seconds breakdown
-PART_OF = {"setup": "setup", "perturb": "setup", "load": "setup", "forward": "trials", "judge": "judging",
+PART_OF = {"setup": "setup", "perturb": "setup", "state": "setup", "load": "setup", "forward": "trials", "judge": "judging",
            "precision": "probes", "fallback": "probes", "buffers": "probes", "memory": "probes", "burst": "probes",
            "time": "timing", "kept": "judging", "drop": "judging", "same": "judging"}
 ROLES = ("candidate", "reference", "harness")

@@ -86,8 +86,3 @@ def map_parameters(reference: list[Tensor], candidate: list[Tensor]) -> Mapping:
 def for_candidate(state: dict[str, Any], mapping: Mapping) -> dict[str, Any]:
     """The reference's state under the candidate's names (only the paired tensors)."""
     return {c: state[r] for c, r in mapping.pairs.items() if r in state}
-
-
-def describe(state: dict[str, Any]) -> list[Tensor]:
-    """(name, shape, dtype) of every tensor of a state, in its order."""
-    return [(name, tuple(int(s) for s in t.shape), str(t.dtype).removeprefix("torch.")) for name, t in state.items()]

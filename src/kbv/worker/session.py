@@ -35,7 +35,7 @@ _DISTRIBUTIONS = {d.name: d for d in DISTRIBUTIONS}
 HANDOFF_COMMANDS = frozenset({"forward", "fallback", "kept"})
 # The reference's state (parameters and buffers) leaves as sealed host memfds: the parent keeps the descriptors and
 # hands the same ones to every later worker of the pair (no pipe copies; nobody can change them).
-STATE_COMMANDS = frozenset({"setup", "perturb"})
+STATE_COMMANDS = frozenset({"setup", "perturb", "state"})
 # Commands whose message carries a candidate's outputs to the judge, and the size from which the judge empties
 # PyTorch's device cache after one (kbv.worker.handoff: exports allocate outside that cache)
 RELEASE_AFTER = frozenset({"judge", "same", "precision"})
@@ -94,6 +94,12 @@ def _copied(out: Any, inputs: list[Any] | None = None) -> tuple[str, list[Any], 
     # contiguous copies: the judge compares values, and digesting one costs the same whatever the output's layout
     return structure, [dict(item, tensor=_Tensor.clone(item["tensor"], memory_format=torch.contiguous_format))
                        if "tensor" in item else item for item in items], aliased
+
+
+def _own(model: torch.nn.Module) -> list[list[Any]]:
+    """Name, shape and dtype of every parameter and buffer of a model, in its order (``kbv.eval.params``)."""
+    return [[name, list(_Tensor.size(t)), str(t.dtype).removeprefix("torch.")]
+            for name, t in loading.state_of(model).items()]
 
 
 def _describe_output(out: Any) -> tuple[str, list[Any]]:
@@ -216,17 +222,17 @@ class Session:
             if "state" in msg:  # timing: load the same state the candidate loads, so both allocate alike
                 loading.load_matching_state(self.model, msg["state"])
                 return timing
-            return {"state": loading.state_of(self.model), "shapes": loading.shapes_of(self.problem),
-                    "device": self._device_info(), **timing}
+            facts = {"shapes": loading.shapes_of(self.problem), "device": self._device_info(), **timing}
+            if msg.get("describe"):  # correctness: the pairing needs names, shapes and dtypes; the state goes once
+                return {"own": _own(self.model), **facts}
+            return {"state": loading.state_of(self.model), **facts}
         if self.candidate is None:
             self.cmd_import({})
         self.model = loading.build_model(self.candidate.ModelNew, init_args, msg["init_seed"], self.device,
                                          self.precision, self.spec["mode"])
         matched, candidate_only, reference_only = loading.load_matching_state(self.model, msg.get("state", {}))
-        own = [[name, list(_Tensor.size(t)), str(t.dtype).removeprefix("torch.")]
-               for name, t in loading.state_of(self.model).items()]
         return {"matched": matched, "candidate_only": candidate_only, "reference_only": reference_only,
-                "own": own, "started_threads": self._started_threads(), **timing}
+                "own": _own(self.model), "started_threads": self._started_threads(), **timing}
 
     def _started_threads(self) -> list[dict[str, str]]:
         """Python threads the candidate's import or ``__init__`` started that are still alive: a thread that exists
@@ -249,6 +255,13 @@ class Session:
             raise RuntimeError("perturb: reference role only")
         names = loading.perturb_parameters(self.model, int(msg["seed"]))
         return {"state": loading.state_of(self.model), "perturbed": names}
+
+    def cmd_state(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Reference role: the model's state as built from the seed (where the candidate's tensors do not all pair
+        with it, and so are not perturbed)."""
+        if self.spec["role"] != "reference" or self.model is None:
+            raise RuntimeError("state: reference role only")
+        return {"state": loading.state_of(self.model)}
 
     def cmd_load(self, msg: dict[str, Any]) -> dict[str, Any]:
         """Load same-name, same-shape tensors of ``state`` into the model (the candidate after ``perturb``)."""
@@ -750,6 +763,7 @@ def main(conn: Connection, spec: dict[str, Any] | None = None) -> None:
     state_role = spec["role"] == "reference"
     handlers = {"import": session.cmd_import, "setup": session.cmd_setup, "forward": session.cmd_forward,
                 "judge": session.cmd_judge, "precision": session.cmd_precision, "perturb": session.cmd_perturb,
+                "state": session.cmd_state,
                 "load": session.cmd_load, "fallback": session.cmd_fallback, "buffers": session.cmd_buffers, "time": session.cmd_time,
                 "memory": session.cmd_memory, "burst": session.cmd_burst, "kept": session.cmd_kept,
                 "drop": session.cmd_drop, "same": session.cmd_same}
