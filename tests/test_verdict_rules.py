@@ -1482,6 +1482,69 @@ def test_a_torn_build_folder_is_discarded_and_a_complete_one_kept(tmp_path) -> N
     assert folder.is_dir()
 
 
+def test_a_lock_a_killed_process_left_in_a_complete_build_is_removed_but_a_live_one_waited_for(tmp_path,
+                                                                                                   monkeypatch) -> None:
+    """A process killed while torch held an extension's lock (even for the quick check of a cached, complete build)
+    left a lock file on which every later import waited for ever (two demo runs hung this way on 2026-12-02). The
+    compile stage, holding the build's guard, removes a lock older than ``STALE_BUILD_LOCK_S``; a younger one (a
+    later stage's import elsewhere, for a second or so) is waited on until it is gone."""
+    import os as os_
+    import time as time_
+
+    from kbv.eval import workspace
+
+    cand = tmp_path / "c.py"
+    cand.write_text("class ModelNew: pass\n")
+    candidate = Candidate.from_path(cand)
+    folder = workspace.build_dir(candidate, "cpu", tmp_path / "cache")
+    ext = folder / "torch_extensions" / "ext"
+    ext.mkdir(parents=True)
+    (folder / workspace.BUILD_COMPLETE).write_text("complete\n")
+    stale = ext / "lock"
+    stale.write_text("")
+    old = time_.time() - 2 * workspace.STALE_BUILD_LOCK_S
+    os_.utime(stale, (old, old))
+    assert workspace.clear_stale_build_locks(candidate, "cpu", tmp_path / "cache") == [stale]
+    assert not stale.exists() and (ext / "..").resolve().is_dir()  # the build itself is kept
+    live = ext / "lock"
+    live.write_text("")  # fresh: released by its holder while the stage waits
+    waits: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        waits.append(seconds)
+        live.unlink()
+
+    assert workspace.clear_stale_build_locks(candidate, "cpu", tmp_path / "cache", sleep=sleep) == []
+    assert len(waits) == 1
+
+
+def test_the_build_guard_lets_one_compile_of_a_source_run_at_a_time(tmp_path, monkeypatch) -> None:
+    """Two compile stages of one source (two kbv processes, or two threads) never run at once: the second takes the
+    guard only once the first has let it go (so the lock cleanup can never remove a lock a running build holds)."""
+    from kbv.eval import workspace
+
+    monkeypatch.setattr(workspace, "BUILD_GUARDS", tmp_path / "guards")
+    cand = tmp_path / "c.py"
+    cand.write_text("class ModelNew: pass\n")
+    candidate = Candidate.from_path(cand)
+    order: list[str] = []
+    first_in = threading.Event()
+
+    def second() -> None:
+        first_in.wait()
+        with workspace.build_guard(candidate, "cpu", tmp_path / "cache"):
+            order.append("second")
+
+    t = threading.Thread(target=second)
+    t.start()
+    with workspace.build_guard(candidate, "cpu", tmp_path / "cache"):
+        first_in.set()
+        time.sleep(0.3)
+        order.append("first")
+    t.join(5)
+    assert order == ["first", "second"]
+
+
 def _growing_threads(fake, monkeypatch, device_baseline_first: bool, tmp_path) -> Evidence:
     """A candidate that starts one thread in its first forward (thread_pool_first_forward), the reference none;
     the parent's /proc snapshot is scripted from the forwards each fake worker has served."""

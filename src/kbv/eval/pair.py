@@ -27,7 +27,8 @@ from kbv.eval.evidence import Failure
 from kbv.eval.gate import DeviceGate
 from kbv.eval.options import EvalOptions
 from kbv.eval.performance import PerformanceStage, roofline_section, start_early
-from kbv.eval.workspace import candidate_spec, discard_torn_builds, publish_build
+from kbv.eval.workspace import (build_guard, candidate_spec, clear_stale_build_locks, discard_torn_builds,
+                                publish_build)
 from kbv.files import cache_dir as default_cache_dir
 from kbv.problems import Problem
 from kbv.problems.candidates import Candidate
@@ -278,8 +279,15 @@ class PairEvaluation:
 def compile_candidate(problem: Problem, candidate: Candidate, options: EvalOptions, device: str,
                       gpu: int | None = None) -> CompileResult:
     """The compile stage: import the candidate in a fresh worker (extension builds happen at import)."""
+    with build_guard(candidate, device, options.cache_dir):  # one compile of a source at a time on this machine
+        discard_torn_builds(candidate, device, options.cache_dir)  # an interrupted earlier build is not reused
+        clear_stale_build_locks(candidate, device, options.cache_dir)  # nor a lock a killed process left
+        return _compile(problem, candidate, options, device, gpu)
+
+
+def _compile(problem: Problem, candidate: Candidate, options: EvalOptions, device: str,
+             gpu: int | None) -> CompileResult:
     scratch = Path(tempfile.mkdtemp(prefix="kbv-build-"))
-    discard_torn_builds(candidate, device, options.cache_dir)  # an interrupted earlier build is not reused
     spec = candidate_spec(problem, candidate, options, device, gpu, scratch, "compile")
     t0 = time.monotonic()
     deadline = t0 + options.build_timeout

@@ -3,16 +3,20 @@
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import shutil
+import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator
 
 from kbv import envinfo
 from kbv.eval.options import EvalOptions
 from kbv.problems import Problem
 from kbv.problems.candidates import Candidate
+from kbv.protocol import STALE_BUILD_LOCK_S
 from kbv.sandbox import plan as sandbox_plan
 from kbv.sandbox.launch import WorkerSpec
 
@@ -62,6 +66,49 @@ def discard_torn_builds(candidate: Candidate, device: str, cache_dir: Path) -> l
         if folder.is_dir() and not (folder / BUILD_COMPLETE).exists():
             shutil.rmtree(folder, ignore_errors=True)
             removed.append(folder)
+    return removed
+
+
+BUILD_GUARDS = Path("/var/tmp/kbv-build-guards")  # one flock file per build key, shared by every kbv on the machine
+
+
+@contextmanager
+def build_guard(candidate: Candidate, device: str, cache_dir: Path) -> Iterator[None]:
+    """Hold this candidate's build key exclusively (``flock``, released by the kernel even when kbv is killed) for
+    a compile stage: a second kbv process compiling the same source waits, then finds the build done."""
+    try:
+        BUILD_GUARDS.mkdir(parents=True, exist_ok=True)
+        guard = BUILD_GUARDS / build_dir(candidate, device, cache_dir).name
+        fd = os.open(guard, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError:  # not ours to create (another user's kbv): no guard, as before
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def clear_stale_build_locks(candidate: Candidate, device: str, cache_dir: Path,
+                            sleep: Callable[[float], None] = time.sleep) -> list[Path]:
+    """Remove torch's extension lock files (``<ext>/lock``) that no build holds, from this candidate's build folders,
+    complete ones included: a process killed while torch held one (even for the quick check of a cached build)
+    leaves it, and every later import of that extension waits on it for ever. Run under ``build_guard``, so no
+    compile of this source runs elsewhere; a later stage's import elsewhere holds one for a second or so, so a lock
+    younger than ``STALE_BUILD_LOCK_S`` is waited on until it is gone or that old. Returns what was removed."""
+    removed = []
+    for folder in build_folders(candidate, device, cache_dir):
+        for lock in sorted(folder.glob("torch_extensions/*/lock")):
+            try:
+                age = time.time() - lock.stat().st_mtime
+                while age < STALE_BUILD_LOCK_S:
+                    sleep(min(1.0, STALE_BUILD_LOCK_S - age))
+                    age = time.time() - lock.stat().st_mtime
+                lock.unlink()
+                removed.append(lock)
+            except FileNotFoundError:  # released meanwhile
+                continue
     return removed
 
 
