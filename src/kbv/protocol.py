@@ -262,12 +262,12 @@ TIMING_RULES: Final = {
 # A candidate far slower than the reference (its estimated time per call above this many times the reference's
 # median in the same pair) whose trials would take more than TIMING_TRUNCATE_MIN_MS in one timing call is cut to
 # TIMING_TRUNCATED_TRIALS trials, timed once (no further rounds or pairs), and flagged timing_truncated.
-# torch's extension lock file (``<ext>/lock``) older than this, found by a compile stage that holds the build's guard
-# (so no compile of the same source runs elsewhere), was left by a killed process and is removed (kbv.eval.workspace)
-STALE_BUILD_LOCK_S: Final = 30.0
 TIMING_TRUNCATE_FACTOR: Final = 8.0
 TIMING_TRUNCATE_MIN_MS: Final = 2000.0
 TIMING_TRUNCATED_TRIALS: Final = 3
+# torch's extension lock file (``<ext>/lock``) older than this, found by a compile stage that holds the build's guard
+# (so no compile of the same source runs elsewhere), was left by a killed process and is removed (kbv.eval.workspace)
+STALE_BUILD_LOCK_S: Final = 30.0
 # The input sets of one timing command, by call index: 0-2 the three estimate calls, 3 the one set every warm-up
 # call reads, FIRST_TIMED_CALL onwards one fresh set per timed trial (kbv.worker.timer.time_calls).
 FIRST_TIMED_CALL: Final = 4
