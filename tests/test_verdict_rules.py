@@ -1087,6 +1087,58 @@ def test_correctness_evidence_from_scripted_replies(fake, tmp_path) -> None:
     assert all(b is None for role, _, b in fake.budgets if role == "reference")
 
 
+def test_correctness_trials_are_pipelined_and_stop_at_a_distributions_first_failure(fake, tmp_path) -> None:
+    """Issue 13: while the candidate runs trial k the reference runs trial k + 1's forward (the candidate's call
+    returns only once that forward has arrived: without the overlap the stage would wait forever), and every
+    judge names the trial whose outputs it compares. A distribution still stops at its first failed trial: D3 fails
+    at its second trial, its third is never drawn, and the one trial of D3 already running when the failure was
+    judged is not judged; both workers ran the same number of forwards."""
+    trials = 3
+    ref_forwards: list[tuple[int, str]] = []
+    judged: list[int] = []
+    cand_forwards: list[str] = []
+    arrived = threading.Condition()
+    base = passing_reference({"w": torch.ones(2)}, perturbed=["w"])
+
+    def reference(msg: dict[str, Any]) -> dict[str, Any]:
+        if msg["cmd"] == "forward" and msg.get("trial") is not None:
+            with arrived:
+                ref_forwards.append((msg["trial"], msg["distribution"]))
+                arrived.notify_all()
+        if msg["cmd"] == "judge" and msg.get("trial") is not None:
+            judged.append(msg["trial"])
+            n = msg["trial"]
+            if n == 2 * trials + 1:  # D3's second trial
+                return {"comparison": {"passed": False, "reason": "wrong", "max_abs_error": 1.0,
+                                       "max_rel_error": 1.0, "error_ratio": 2.0, "centred_error": None},
+                        "standard": False}
+        return base(msg)
+
+    def candidate(msg: dict[str, Any]) -> dict[str, Any]:
+        if msg["cmd"] == "setup":
+            return {"own": [["w", [2], "float32"]]}
+        if msg["cmd"] == "forward":
+            cand_forwards.append(msg["distribution"])
+            k = len(cand_forwards) - 1
+            with arrived:  # the reference's next forward comes while this one runs (none after the last)
+                assert arrived.wait_for(lambda: len(ref_forwards) > k + 1 or k == 6 * trials - 1, timeout=5)
+        return {"outputs": [], "threads": [1, 1], "fallback": {}, "modules": {}, "buffers": {}, "identical": True,
+                "max_abs_difference": None}
+
+    fake.scripts = {"reference": reference, "candidate": candidate}
+    ctx = context(tmp_path, trials=trials)
+    correctness.CorrectnessStage(ctx).run()
+    per_dist = ctx.draft.correctness["distributions"]
+    assert per_dist["D3"]["status"] == "failed" and per_dist["D3"]["trials"] == 2
+    assert all(per_dist[d]["status"] == "passed" and per_dist[d]["trials"] == trials
+               for d in DISTRIBUTION_NAMES if d != "D3")
+    d3 = [n for n, d in ref_forwards if d == "D3"]
+    assert d3 == [2 * trials, 2 * trials + 1, 2 * trials + 2][:len(d3)] and 2 * trials + 2 not in judged
+    assert len(ref_forwards) == len(cand_forwards)  # in step: buffers such as BatchNorm's stay comparable
+    assert sorted(judged) == [n for n, _ in ref_forwards if n != 2 * trials + 2]
+    assert ctx.evidence.distributions["D3"] == "failed"
+
+
 @pytest.mark.parametrize("candidate_names, ref_commands", [
     (["w"], ["setup", "perturb"]),  # every tensor pairs: the perturbed state is the only one that leaves
     (["w", "extra"], ["setup", "state"]),  # not all pair: the seeded state, asked for once, loaded by name

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import secrets
 import time
+from dataclasses import dataclass
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, Callable
 
@@ -39,6 +41,19 @@ def poisoned(ref_out: dict[str, Any], which: int) -> dict[str, Any]:
 
 
 _STARTER = ThreadPoolExecutor(max_workers=4, thread_name_prefix="kbv-start-ahead")  # candidates' processes
+_CANDIDATE_CALLS = ThreadPoolExecutor(max_workers=16, thread_name_prefix="kbv-candidate-trial")  # pipelined trials
+
+
+@dataclass(frozen=True)
+class _Trial:
+    """A correctness trial whose reference forward has run: its place in the stage's order (the reference's tag
+    for its outputs), distribution, seed, the forward command and the reference's reply (lent inputs)."""
+
+    n: int
+    distribution: str
+    seed: int
+    msg: dict[str, Any]
+    ref_out: dict[str, Any]
 
 
 def _discard(starting: Future) -> None:
@@ -67,10 +82,12 @@ class CorrectnessStage:
 
     # -- calls ----------------------------------------------------------------------------------------------------
 
-    def cand_call(self, worker: Worker, msg: dict[str, Any]) -> dict[str, Any]:
+    def cand_call(self, worker: Worker, msg: dict[str, Any], charged: bool = True) -> dict[str, Any]:
+        """A command to the candidate's worker, its time charged to the candidate's limit and (unless ``charged``
+        is False: a call running beside the reference's, whose wait the caller charges) to the record's parts."""
         t0 = time.monotonic()
         try:
-            with self.ctx.clock("correctness", PART_OF.get(msg.get("cmd", ""), "other")):
+            with self.ctx.clock("correctness", PART_OF.get(msg.get("cmd", ""), "other")) if charged else nullcontext():
                 reply = worker.call(msg, t0 + max(0.0, self.options.timeout - self.spent),
                                     max_bytes=self.ctx.budget(msg.get("cmd", "")))
         finally:
@@ -99,18 +116,20 @@ class CorrectnessStage:
                 int(b.numel() * b.element_size()) for b in (reply.get("buffers") or {}).values()))
         return reply
 
-    def judge_msg(self, candidate_reply: dict[str, Any], ref_out: dict[str, Any] | None = None) -> dict[str, Any]:
-        """The judge's command for a candidate's reply; it also reads back the inputs it lent for the trial."""
+    def judge_msg(self, candidate_reply: dict[str, Any], ref_out: dict[str, Any] | None = None,
+                  trial: int | None = None) -> dict[str, Any]:
+        """The judge's command for a candidate's reply to trial ``trial`` (the tag of the reference's forward);
+        it also reads back the inputs it lent for the trial."""
         return {"cmd": "judge", "candidate": candidate_reply, "precision": self.options.precision,
                 "standard_tolerance": self.options.standard_tolerance_value,
-                "lent": bool(ref_out and ref_out.get("lent"))}
+                "lent": bool(ref_out and ref_out.get("lent")), "trial": trial}
 
     def lend(self, msg: dict[str, Any]) -> dict[str, Any]:
         """A reference forward that also lends the trial's inputs to the candidate (``kbv.worker.lending``)."""
         return msg | {"lend": GUARD_BYTES} if self.options.lend_inputs else msg
 
     def trial(self, candidate: Worker, msg: dict[str, Any], ref_out: dict[str, Any],
-              extra: dict[str, Any]) -> dict[str, Any]:
+              extra: dict[str, Any], charged: bool = True) -> dict[str, Any]:
         """The candidate's side of a trial: on the inputs the reference lent (no seed: the judge holds the inputs),
         or, where it lent none, on inputs it draws from the trial's seed itself. The relayed descriptor is closed
         once sent."""
@@ -123,7 +142,7 @@ class CorrectnessStage:
                 self.notes.setdefault("input_use", {})["lend_error"] = str(ref_out["lend_error"])[:400]
             cand_msg = msg | extra
         try:
-            return self.cand_call(candidate, cand_msg)
+            return self.cand_call(candidate, cand_msg, charged)
         finally:
             for handle in wire.handles_in(lent):
                 handle.close()
@@ -250,46 +269,84 @@ class CorrectnessStage:
 
     def _distributions(self, reference: Worker, candidate: Worker, per_dist: dict[str, dict[str, Any]],
                        seeds: dict[str, list[int]]) -> tuple[int, dict[str, Any]] | None:
+        """Every distribution's trials, pipelined: while the candidate runs trial k, the reference judges trial
+        k - 1 and runs trial k + 1's forward (its outputs and lent inputs kept by trial, ``KEPT_TRIALS``). A trial
+        is drawn only once the trials before the running one are judged, so a distribution stops at its first
+        failure as it would one trial at a time; a trial of it already running then is not judged."""
         ctx, options, ev = self.ctx, self.options, self.ev
         d1_trials: list[tuple[int, dict[str, Any]]] = []
         if ctx.device == "cpu":  # the thread and process baseline before any forward: a pool or child started in
             ctx.watch(reference, "before the first forward")  # the first forward is growth (on a GPU the first
             ctx.watch(candidate, "before the first forward")  # call's own start-up threads make it after it)
+        plan: list[str] = []
         for dist in DISTRIBUTIONS:
             if dist.name in ctx.problem.skip:
                 per_dist[dist.name] = {"status": "skipped", "reason": ctx.problem.skip[dist.name], "trials": 0}
                 ev.see("skipped_distribution")
                 continue
-            result: dict[str, Any] = {"status": "passed", "trials": 0, "max_abs_error": 0.0, "max_rel_error": 0.0,
-                                      "error_ratio": 0.0, "centred_error": None}
-            per_dist[dist.name] = result
+            per_dist[dist.name] = {"status": "passed", "trials": 0, "max_abs_error": 0.0, "max_rel_error": 0.0,
+                                   "error_ratio": 0.0, "centred_error": None}
             seeds[dist.name] = []
-            for _ in range(options.trials):
+            plan += [dist.name] * options.trials
+        order = iter(range(len(plan)))
+
+        def draw() -> _Trial | None:
+            """The next trial of a distribution that has not failed, the reference's forward run (lending)."""
+            for n in order:
+                if per_dist[plan[n]]["status"] == "failed":
+                    continue
                 seed = secrets.randbits(63)
-                seeds[dist.name].append(seed)
-                msg = {"cmd": "forward", "seed": seed, "distribution": dist.name}
-                ref_out = self.ref_call(reference, self.lend(msg))
-                cand_out = self.trial(candidate, msg, ref_out, poisoned(ref_out, 0))
-                if dist.name == "D1":
-                    d1_trials.append((seed, cand_out))
-                self.check_input_use(cand_out, ref_out, dist.name)
-                judged = self.ref_call(reference, self.judge_msg(cand_out, ref_out))
-                self.check_lent(judged, dist.name)
-                cmp = judged["comparison"]
-                result["trials"] += 1
-                for key in ("max_abs_error", "max_rel_error", "error_ratio"):
-                    result[key] = max(result[key], as_float(cmp[key]))
-                if cmp["centred_error"] is not None:
-                    result["centred_error"] = max(result["centred_error"] or 0.0, cmp["centred_error"])
-                if dist.name == "D1":
-                    ev.standard_d1.append(bool(judged["standard"]))
-                if not cmp["passed"]:
-                    result["status"] = "failed"
-                    result["reason"] = cmp["reason"]
-                    break
+                seeds[plan[n]].append(seed)
+                msg = {"cmd": "forward", "seed": seed, "distribution": plan[n]}
+                return _Trial(n, plan[n], seed, msg, self.ref_call(reference, self.lend(msg | {"trial": n})))
+            return None
+
+        ready, done = draw(), None
+        try:
+            while ready is not None or done is not None:
+                running = None
+                if ready is not None:
+                    running = ready, _CANDIDATE_CALLS.submit(self.trial, candidate, ready.msg, ready.ref_out,
+                                                             poisoned(ready.ref_out, 0), False)
+                    ready = None
+                if done is not None:
+                    self._judge_trial(reference, *done, per_dist, d1_trials)
+                    done = None
+                ready = draw()
+                if running is not None:
+                    with ctx.clock("correctness", "trials"):
+                        cand_out = running[1].result()
+                    if per_dist[running[0].distribution]["status"] != "failed":
+                        done = running[0], cand_out
+        finally:
+            if ready is not None:  # drawn, never sent: its lent descriptors are the parent's to close
+                for handle in wire.handles_in(ready.ref_out.get("lent")):
+                    handle.close()
         # the D1 trial the poisoned re-run and the precision check use, drawn once every trial has run: no trial
         # can know it is the one (kbv.protocol rule "no secret before use")
         return secrets.SystemRandom().choice(d1_trials) if d1_trials else None
+
+    def _judge_trial(self, reference: Worker, trial: _Trial, cand_out: dict[str, Any],
+                     per_dist: dict[str, dict[str, Any]], d1_trials: list[tuple[int, dict[str, Any]]]) -> None:
+        """The rule checks on a trial's candidate forward, then the judge's comparison, into its distribution's
+        result."""
+        name, result = trial.distribution, per_dist[trial.distribution]
+        if name == "D1":
+            d1_trials.append((trial.seed, cand_out))
+        self.check_input_use(cand_out, trial.ref_out, name)
+        judged = self.ref_call(reference, self.judge_msg(cand_out, trial.ref_out, trial.n))
+        self.check_lent(judged, name)
+        cmp = judged["comparison"]
+        result["trials"] += 1
+        for key in ("max_abs_error", "max_rel_error", "error_ratio"):
+            result[key] = max(result[key], as_float(cmp[key]))
+        if cmp["centred_error"] is not None:
+            result["centred_error"] = max(result["centred_error"] or 0.0, cmp["centred_error"])
+        if name == "D1":
+            self.ev.standard_d1.append(bool(judged["standard"]))
+        if not cmp["passed"]:
+            result["status"] = "failed"
+            result["reason"] = cmp["reason"]
 
     def _poison_trial(self, reference: Worker, candidate: Worker, per_dist: dict[str, dict[str, Any]],
                       first_d1: tuple[int, dict[str, Any]]) -> None:

@@ -166,8 +166,9 @@ def candidate_spec(problem: Problem, candidate: Candidate, options: EvalOptions,
     )
 
 
-def _reference_env(device: str, gpu: int | None, work: Path) -> dict[str, str]:
-    env = {"TMPDIR": str(work)}
+def _reference_env(device: str, gpu: int | None, work: Path, cache_dir: Path) -> dict[str, str]:
+    # the judge's own Triton kernels (kbv.judge_fused) compile into kbv's cache, which no candidate can write
+    env = {"TMPDIR": str(work), "TRITON_CACHE_DIR": str(cache_dir / "judge-triton")}
     if device == "cpu":
         env["CUDA_VISIBLE_DEVICES"] = ""
     elif gpu is not None:
@@ -183,7 +184,7 @@ def reference_spec(problem: Problem, options: EvalOptions, device: str, gpu: int
     return WorkerSpec(
         role="reference", device=device, problem_path=str(problem.path), profile=options.resolved_profile(device, problem),
         precision=options.precision, mode=problem.mode, work_dir=work, log_path=scratch / f"{stage}-reference.log",
-        unscaled=problem.unscaled_inputs, env=_reference_env(device, gpu, work),
+        unscaled=problem.unscaled_inputs, env=_reference_env(device, gpu, work, options.cache_dir),
         threads=options.resolved_threads(device), stage=stage, shape=shape, problem_sha256=problem.source_sha256,
         handoff=handoff_kinds(options),
     )

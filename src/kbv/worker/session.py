@@ -36,6 +36,9 @@ HANDOFF_COMMANDS = frozenset({"forward", "fallback", "kept"})
 # The reference's state (parameters and buffers) leaves as sealed host memfds: the parent keeps the descriptors and
 # hands the same ones to every later worker of the pair (no pipe copies; nobody can change them).
 STATE_COMMANDS = frozenset({"setup", "perturb", "state"})
+# A reference worker keeps the outputs (and lent inputs) of this many trials: the one the candidate runs and the
+# next, whose forward the parent has the reference run meanwhile (kbv.eval.correctness, pipelined trials)
+KEPT_TRIALS = 2
 # Commands whose message carries a candidate's outputs to the judge, and the size from which the judge empties
 # PyTorch's device cache after one (kbv.worker.handoff: exports allocate outside that cache)
 RELEASE_AFTER = frozenset({"judge", "same", "precision"})
@@ -164,9 +167,11 @@ class Session:
                                                    source=spec.get("problem_source"))
         self.candidate = None
         self.model: torch.nn.Module | None = None
-        self.kept: tuple[str, list[Any]] | None = None  # reference role: the last forward's outputs, on device
-        # reference role: the inputs it lent for the last trial, and those its own call wrote into (kbv.worker.lending)
-        self.lent: tuple[lending.Lent, set[int]] | None = None
+        # reference role, by the trial tag of the forward that made them (``trial``, None where untagged): the
+        # outputs of the last KEPT_TRIALS forwards, on device, and the inputs lent for them with those its own call
+        # wrote into (kbv.worker.lending); the parent runs the next trial's forward while the candidate runs this one
+        self.kept: dict[Any, tuple[str, list[Any]]] = {}
+        self.lent: dict[Any, tuple[lending.Lent, set[int]]] = {}
         self.timing_inputs: list[Any] | None = None
         self.rings: dict[Any, list[Any]] = {}  # kept timed outputs until the parent draws the judged ones
         self.digest_ns = 0  # time spent digesting kept outputs (a diagnostic of the timing command's split)
@@ -285,8 +290,11 @@ class Session:
         tensor_args = [(i, a) for i, a in enumerate(args) if type(a) is _Tensor]
         before = [] if lent else [(i, _Tensor.clone(a)) for i, a in tensor_args]  # lent: the judge compares them
         lend, lend_error = None, None
+        tag = msg.get("trial")
         if msg.get("lend") and self.spec["role"] == "reference":  # a copy for the candidate, before this call
-            self._drop_lent()
+            self._drop_lent(tag)
+            while len(self.lent) >= KEPT_TRIALS:
+                self._drop_lent(next(iter(self.lent)))
             try:
                 lend = lending.Lent(args, int(msg["lend"]), int(msg["seed"]), self.device,
                                     tuple(self.spec.get("handoff") or ("host",)))
@@ -318,10 +326,13 @@ class Session:
                                 for i, a in tensor_args if _shares_storage(item["tensor"], a)],
         }
         if self.spec["role"] == "reference":
-            self.kept = (structure, items)
+            self.kept.pop(tag, None)
+            while len(self.kept) >= KEPT_TRIALS:
+                del self.kept[next(iter(self.kept))]
+            self.kept[tag] = (structure, items)
             reply = {"structure": structure, "n_outputs": len(items), **usage}
             if lend is not None:
-                self.lent = (lend, set(usage["mutated_inputs"]))
+                self.lent[tag] = (lend, set(usage["mutated_inputs"]))
                 reply["lent"] = lend.message()
             elif lend_error is not None:
                 reply["lend_error"] = lend_error
@@ -345,11 +356,11 @@ class Session:
             args, guards = guard.surround(args, int(msg["guard_bytes"]), seed)
         return args, guards, False
 
-    def _drop_lent(self) -> None:
-        """Release the last trial's lent buffer (reference role)."""
-        if self.lent is not None:
-            self.lent[0].close()
-            self.lent = None
+    def _drop_lent(self, tag: Any) -> None:
+        """Release the buffer lent for trial ``tag`` (reference role)."""
+        lent = self.lent.pop(tag, None)
+        if lent is not None:
+            lent[0].close()
 
     def cmd_fallback(self, msg: dict[str, Any]) -> dict[str, Any]:
         """Candidate role only: one forward (the parent's seed and distribution) under kbv.worker.recorder's
@@ -380,16 +391,19 @@ class Session:
                 "modules": recorder.candidate_modules([ext_dir] if ext_dir else [])}
 
     def cmd_judge(self, msg: dict[str, Any]) -> dict[str, Any]:
-        """Reference role only: compare a candidate's outputs (data relayed by the parent) with the kept ones."""
-        if self.spec["role"] != "reference" or self.kept is None:
-            raise RuntimeError("judge: no reference outputs kept")
+        """Reference role only: compare a candidate's outputs (data relayed by the parent) with those kept from the
+        forward of the same trial tag (``trial``), which are then released."""
+        tag = msg.get("trial")
+        if self.spec["role"] != "reference" or tag not in self.kept:
+            raise RuntimeError("judge: no reference outputs kept for this trial")
         from dataclasses import asdict
 
         from kbv import judge  # imported here: candidate workers never load the judge
 
         t0 = time.perf_counter_ns()
         candidate = _on_device(msg["candidate"], self.device)
-        reference = {"structure": self.kept[0], "outputs": self.kept[1]}
+        structure, items = self.kept.pop(tag)
+        reference = {"structure": structure, "outputs": items}
         comparison = judge.compare_outputs(candidate, reference, msg["precision"])
         result = asdict(comparison)
         result.pop("per_output", None)
@@ -398,8 +412,9 @@ class Session:
         reply = {"comparison": result, "standard": judge.standard_check(candidate, reference, tolerance)}
         t2 = time.perf_counter_ns()
         if msg.get("lent"):  # the inputs this worker lent for the trial, read back after the candidate's call
-            reply["lent_check"] = self.lent[0].check(self.lent[1]) if self.lent is not None else None
-            self._drop_lent()
+            lent = self.lent.get(tag)
+            reply["lent_check"] = lent[0].check(lent[1]) if lent is not None else None
+            self._drop_lent(tag)
         t3 = time.perf_counter_ns()
         if msg.get("digest"):  # of the outputs as the judge sees them, against the candidate's commitment
             reply["digest"] = commit.digest(candidate.get("outputs") or [])
