@@ -11,7 +11,8 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 # Shared by both sides: constants, the data-only channel, records, the tolerance policy, statistics, data types.
-SHARED = {"kbv.protocol", "kbv.wire", "kbv.records", "kbv.attest", "kbv.judge", "kbv.stats", "kbv.counts",
+SHARED = {"kbv.protocol", "kbv.wire", "kbv.records", "kbv.attest", "kbv.judge", "kbv.judge_fused", "kbv.stats",
+          "kbv.counts",
           "kbv.fallback.ops", "kbv._version", "kbv.files"}
 # The one parent-side module allowed to name worker code: the launcher starts the worker's entry point.
 LAUNCH_EDGES = {("kbv.sandbox.launch", "kbv.worker.session")}

@@ -1139,6 +1139,37 @@ def test_correctness_trials_are_pipelined_and_stop_at_a_distributions_first_fail
     assert ctx.evidence.distributions["D3"] == "failed"
 
 
+def test_correctness_trials_with_large_tensors_run_one_at_a_time(fake, tmp_path, monkeypatch) -> None:
+    """Issue 13: where a trial's inputs and outputs exceed ``PIPELINE_MAX_BYTES`` (a pipelined reference holds two
+    trials' worth of device memory), the reference draws the next trial only once the last is judged."""
+    monkeypatch.setattr(correctness, "PIPELINE_MAX_BYTES", 4)  # the fake's outputs are 8 bytes
+    ref_forwards: list[int] = []
+    judged: list[int] = []
+    base = passing_reference({"w": torch.ones(2)}, perturbed=["w"])
+
+    def reference(msg: dict[str, Any]) -> dict[str, Any]:
+        if msg["cmd"] == "forward" and msg.get("trial") is not None:
+            ref_forwards.append(msg["trial"])
+        if msg["cmd"] == "judge" and msg.get("trial") is not None:
+            judged.append(msg["trial"])
+        return base(msg)
+
+    def candidate(msg: dict[str, Any]) -> dict[str, Any]:
+        if msg["cmd"] == "setup":
+            return {"own": [["w", [2], "float32"]]}
+        if msg["cmd"] == "forward" and len(judged) < 2 * len(DISTRIBUTION_NAMES):  # (not the poisoned re-run)
+            assert len(ref_forwards) == len(judged) + 1  # only this trial drawn, every earlier one judged
+        return {"outputs": [], "threads": [1, 1], "fallback": {}, "modules": {}, "buffers": {}, "identical": True,
+                "max_abs_difference": None}
+
+    fake.scripts = {"reference": reference, "candidate": candidate}
+    ctx = context(tmp_path, trials=2)
+    correctness.CorrectnessStage(ctx).run()
+    assert ctx.draft.correctness["pipelined_trials"] is False
+    assert judged == ref_forwards == list(range(2 * len(DISTRIBUTION_NAMES)))
+    assert ctx.evidence.distributions == {d: "passed" for d in DISTRIBUTION_NAMES}
+
+
 @pytest.mark.parametrize("candidate_names, ref_commands", [
     (["w"], ["setup", "perturb"]),  # every tensor pairs: the perturbed state is the only one that leaves
     (["w", "extra"], ["setup", "state"]),  # not all pair: the seeded state, asked for once, loaded by name

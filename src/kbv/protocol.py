@@ -414,3 +414,9 @@ REPLY_SLACK_BYTES: Final = 4 * 2**20
 # EvalOptions.cuda_handoff=False sends them through the pipe as smaller ones are; so does a worker whose export
 # fails, and its record says why: env.output_handoff.<stage>.export_failed).
 HANDOFF_MIN_BYTES: Final = 1 * 2**20
+# Correctness trials are pipelined (the reference runs the next trial's forward and judges the last while the
+# candidate runs one: kbv.eval.correctness) where one trial's inputs and outputs, by the reference's first forward,
+# come to at most this many bytes; above it, one trial at a time (a pipelined reference holds two trials: on the H200
+# under --gpu-share 2, 11 of 50 reward pairs with 6 GiB outputs ran out of device memory and ran their correctness
+# again alone, against 4 one trial at a time: docs/results/h200-2026-12-03).
+PIPELINE_MAX_BYTES: Final = 1 * 2**30

@@ -21,7 +21,7 @@ from kbv import judge, wire
 from kbv.eval.context import PairContext, ReferenceFailed, failure_dict
 from kbv.eval.evidence import PART_OF, Failure
 from kbv.eval.params import map_parameters
-from kbv.protocol import DISTRIBUTIONS, GUARD_BYTES, POISON_BYTES, PRECISION_CHECK, TOLERANCES
+from kbv.protocol import DISTRIBUTIONS, GUARD_BYTES, PIPELINE_MAX_BYTES, POISON_BYTES, PRECISION_CHECK, TOLERANCES
 from kbv.sandbox import observe
 from kbv.sandbox.launch import Worker, WorkerFailure
 
@@ -269,10 +269,11 @@ class CorrectnessStage:
 
     def _distributions(self, reference: Worker, candidate: Worker, per_dist: dict[str, dict[str, Any]],
                        seeds: dict[str, list[int]]) -> tuple[int, dict[str, Any]] | None:
-        """Every distribution's trials, pipelined: while the candidate runs trial k, the reference judges trial
-        k - 1 and runs trial k + 1's forward (its outputs and lent inputs kept by trial, ``KEPT_TRIALS``). A trial
-        is drawn only once the trials before the running one are judged, so a distribution stops at its first
-        failure as it would one trial at a time; a trial of it already running then is not judged."""
+        """Every distribution's trials, pipelined where a trial's tensors are small (``PIPELINE_MAX_BYTES``): while
+        the candidate runs trial k, the reference judges trial k - 1 and runs trial k + 1's forward (its outputs and
+        lent inputs kept by trial, ``KEPT_TRIALS``). A trial is drawn only once the trials before the running one
+        are judged, so a distribution stops at its first failure as it would one trial at a time; a trial of it
+        already running then is not judged."""
         ctx, options, ev = self.ctx, self.options, self.ev
         d1_trials: list[tuple[int, dict[str, Any]]] = []
         if ctx.device == "cpu":  # the thread and process baseline before any forward: a pool or child started in
@@ -302,6 +303,9 @@ class CorrectnessStage:
             return None
 
         ready, done = draw(), None
+        pipelined = ready is not None and sum(int(n) for key in ("nbytes", "input_nbytes")
+                                              for n in ready.ref_out.get(key) or []) <= PIPELINE_MAX_BYTES
+        self.notes["pipelined_trials"] = pipelined
         try:
             while ready is not None or done is not None:
                 running = None
@@ -309,15 +313,20 @@ class CorrectnessStage:
                     running = ready, _CANDIDATE_CALLS.submit(self.trial, candidate, ready.msg, ready.ref_out,
                                                              poisoned(ready.ref_out, 0), False)
                     ready = None
-                if done is not None:
-                    self._judge_trial(reference, *done, per_dist, d1_trials)
-                    done = None
-                ready = draw()
+                if pipelined or running is None:  # the reference's work while the candidate's call runs
+                    if done is not None:
+                        self._judge_trial(reference, *done, per_dist, d1_trials)
+                        done = None
+                    ready = draw()
                 if running is not None:
                     with ctx.clock("correctness", "trials"):
                         cand_out = running[1].result()
                     if per_dist[running[0].distribution]["status"] != "failed":
                         done = running[0], cand_out
+                if not pipelined and done is not None:  # one trial at a time: judged before the next is drawn
+                    self._judge_trial(reference, *done, per_dist, d1_trials)
+                    done = None
+                    ready = draw()
         finally:
             if ready is not None:  # drawn, never sent: its lent descriptors are the parent's to close
                 for handle in wire.handles_in(ready.ref_out.get("lent")):

@@ -102,7 +102,8 @@ class PairEvaluation:
                 self.ctx.charge("correctness", "waiting_for_gpu", time.monotonic() - t0)
                 CorrectnessStage(self.ctx).run()
                 if self.ctx.early_workers is not None:  # their CUDA starts, too, end before another pair is timed
-                    futures.wait([self.ctx.early_workers])
+                    with self.ctx.clock("correctness", "start_ahead"):
+                        futures.wait([self.ctx.early_workers])
             starved = next((f for f in self.ctx.evidence.failures if out_of_memory(f)), None)
         except ReferenceFailed as exc:
             if not out_of_memory(exc.failure):
