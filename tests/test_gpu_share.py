@@ -74,6 +74,72 @@ def test_a_waiting_timing_stage_holds_back_new_correctness_runs():
     assert order.index("timing") < order.index("late")
 
 
+def test_correctness_runs_share_the_gpu_only_while_their_expected_memory_fits():
+    """Issue 13: a correctness run joins others only while their expected device memory and its own fit the gate's
+    capacity (on the H200 two pairs of 12 GiB of tensors each ran out of memory beside each other and ran again
+    alone); a small run still joins a large one, and a run larger than the capacity enters alone."""
+    gate = DeviceGate(capacity=100)
+    big_in, small_in, second_big_in, release = (threading.Event() for _ in range(4))
+    order: list[str] = []
+
+    def big():
+        with gate.shared(80):
+            big_in.set()
+            release.wait(5)
+            order.append("big out")
+
+    def small():
+        big_in.wait(5)
+        with gate.shared(15):  # 80 + 15 fits: joins at once
+            order.append("small in")
+            small_in.set()
+
+    def second_big():
+        small_in.wait(5)
+        with gate.shared(80):  # 80 + 80 does not: waits for the first to leave
+            order.append("second big in")
+            second_big_in.set()
+
+    threads = [threading.Thread(target=f) for f in (big, small, second_big)]
+    for t in threads:
+        t.start()
+    assert small_in.wait(5) and not second_big_in.wait(0.2)
+    release.set()
+    for t in threads:
+        t.join(5)
+    assert order == ["small in", "big out", "second big in"]
+    alone = threading.Thread(target=lambda: gate.shared(500).__enter__())  # larger than the capacity, alone: enters
+    alone.start()
+    alone.join(2)
+    assert not alone.is_alive()
+    unbounded = DeviceGate()  # no capacity (nvidia-smi could not say): needs never hold a run back
+    with unbounded.shared(10**15), unbounded.shared(10**15):
+        pass
+
+
+def test_a_correctness_runs_expected_memory_comes_from_the_problems_cached_counts(tmp_path):
+    """``correctness_memory``: the factor times one forward's inputs and outputs plus the state twice, from counts
+    already cached (none counted here: 0 where there are none)."""
+    import json
+
+    from kbv import roofline
+    from kbv.eval.context import PairContext
+    from kbv.eval.pair import correctness_memory
+    from kbv.protocol import SHARED_CORRECTNESS_MEMORY_FACTOR
+
+    problem = load_problem(problem_path("level1/5_ReLU"))
+    options = EvalOptions(device="cpu", sandbox="off", cache_dir=tmp_path)
+    ctx = PairContext(problem, Candidate.from_path(CANDIDATE), options, "cpu")
+    assert correctness_memory(ctx) == 0
+    key = roofline.counts_key(problem.path, None if ctx.profile in (None, "default") else ctx.profile,
+                              options.precision, "tf32", None)
+    (tmp_path / "roofline").mkdir()
+    (tmp_path / "roofline" / f"{key}.json").write_text(json.dumps({
+        "problem": "p", "precision": "fp32", "profile": ctx.profile, "device": "meta", "flops": {}, "bytes": 0,
+        "bytes_breakdown": {"inputs": 1000, "outputs": 500, "state": 64}}))
+    assert correctness_memory(ctx) == SHARED_CORRECTNESS_MEMORY_FACTOR * 1500 + 128
+
+
 @pytest.mark.parametrize("share", [1, 2])
 def test_the_runner_keeps_share_pairs_in_flight_per_gpu_and_times_them_alone(tmp_path, monkeypatch, share):
     problem = load_problem(problem_path("level1/5_ReLU"))
@@ -126,9 +192,9 @@ def test_a_pair_runs_correctness_shared_and_timing_exclusive(tmp_path, monkeypat
     seen: list[tuple[str, str]] = []
 
     class Recording(DeviceGate):
-        def shared(self):
+        def shared(self, need=0):
             seen.append(("enter", "shared"))
-            return super().shared()
+            return super().shared(need)
 
         def exclusive(self):
             seen.append(("enter", "exclusive"))

@@ -67,6 +67,16 @@ def gpu_identity(gpu: int | None) -> dict[str, Any]:
     return {"name": name, "driver": driver, "compute_capability": cap}
 
 
+@functools.lru_cache(maxsize=None)
+def gpu_memory_bytes(gpu: int | None) -> int | None:
+    """A GPU's total memory, from nvidia-smi (None where it cannot be read)."""
+    rows = _nvidia_smi("memory.total", gpu)
+    try:
+        return int(float(rows[0][0]) * 2**20) if rows else None
+    except (ValueError, IndexError):
+        return None
+
+
 @functools.lru_cache(maxsize=1)
 def compiler_version() -> str:
     for exe in ("c++", "g++", "gcc"):

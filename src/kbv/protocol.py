@@ -420,3 +420,11 @@ HANDOFF_MIN_BYTES: Final = 1 * 2**20
 # under --gpu-share 2, 11 of 50 reward pairs with 6 GiB outputs ran out of device memory and ran their correctness
 # again alone, against 4 one trial at a time: docs/results/h200-2026-12-03).
 PIPELINE_MAX_BYTES: Final = 1 * 2**30
+# --gpu-share: a correctness stage is expected to hold this many times one forward's inputs and outputs (the
+# problem's roofline counts) plus its parameters and buffers twice on the device (both workers: the trial's tensors,
+# the copies the judge lends, the candidate's outputs handed over and imported, blocks freed to be poisoned), and
+# joins other pairs' only while their expected needs fit GATE_MEMORY_FRACTION of the GPU's memory (kbv.eval.gate).
+# On the H200 two pairs of 6 GiB inputs and 6 GiB outputs each ran out of its 140 GiB beside each other
+# (h200-2026-12-02-f and h200-2026-12-03): each needed about six times its 12 GiB.
+SHARED_CORRECTNESS_MEMORY_FACTOR: Final = 6
+GATE_MEMORY_FRACTION: Final = 0.9

@@ -2,8 +2,11 @@
 
 A :class:`DeviceGate` is a readers-writer lock per GPU. Correctness stages enter it shared, performance stages
 (timing, the memory measure: device memory in use is counted for the whole device) exclusively; a waiting
-performance stage holds back new correctness stages, so timing is never starved. With ``EvalOptions.gpu_share``
-at 1 (the default) a GPU runs one pair at a time and the gate never waits.
+performance stage holds back new correctness stages, so timing is never starved. A correctness stage also says how
+much device memory it is expected to need (``kbv.eval.pair.correctness_memory``): it joins others only while their
+needs and its own fit the gate's ``capacity`` (alone it always enters), so pairs with large tensors no longer run
+out of memory beside each other and run their correctness again. With ``EvalOptions.gpu_share`` at 1 (the
+default) a GPU runs one pair at a time and the gate never waits.
 """
 
 from __future__ import annotations
@@ -14,24 +17,30 @@ from contextlib import contextmanager
 
 
 class DeviceGate:
-    def __init__(self) -> None:
+    def __init__(self, capacity: int | None = None) -> None:
         self._cond = threading.Condition()
         self._readers = 0
+        self._used = 0  # the expected device memory of the correctness stages inside
         self._writer = False
         self._writers_waiting = 0
+        self.capacity = capacity  # bytes the shared stages' expected needs may add up to (None: no bound)
 
     @contextmanager
-    def shared(self) -> Iterator[None]:
-        """A correctness stage: alongside other correctness stages, never during timing."""
+    def shared(self, need: int = 0) -> Iterator[None]:
+        """A correctness stage expected to need ``need`` bytes of device memory: alongside other correctness
+        stages while their needs fit ``capacity`` (alone, whatever its need), never during timing."""
         with self._cond:
-            while self._writer or self._writers_waiting:
+            while self._writer or self._writers_waiting or (
+                    self._readers and self.capacity is not None and self._used + need > self.capacity):
                 self._cond.wait()
             self._readers += 1
+            self._used += need
         try:
             yield
         finally:
             with self._cond:
                 self._readers -= 1
+                self._used -= need
                 self._cond.notify_all()
 
     @contextmanager

@@ -32,7 +32,7 @@ from kbv.eval.workspace import (build_guard, candidate_spec, clear_stale_build_l
 from kbv.files import cache_dir as default_cache_dir
 from kbv.problems import Problem
 from kbv.problems.candidates import Candidate
-from kbv.protocol import BASELINES
+from kbv.protocol import BASELINES, SHARED_CORRECTNESS_MEMORY_FACTOR
 from kbv.records import Record
 from kbv.sandbox import launch
 from kbv.sandbox import plan as sandbox_plan
@@ -79,6 +79,24 @@ def rules_of(options: EvalOptions) -> rules_.Rules:
                         strict_precision=options.strict_precision)
 
 
+def correctness_memory(ctx: PairContext) -> int:
+    """The device memory a pair's correctness stage is expected to need beside other pairs' (``--gpu-share``):
+    ``SHARED_CORRECTNESS_MEMORY_FACTOR`` times one forward's inputs and outputs plus the parameters and buffers
+    twice, from the problem's roofline counts where they are already cached (0, no bound, where they are not)."""
+    from kbv import roofline
+
+    try:
+        counts = roofline.cached_counts(ctx.problem.path, ctx.profile, ctx.options.precision, ctx.options.cache_dir,
+                                        shape=ctx.shape)
+    except OSError:
+        return 0
+    if counts is None:
+        return 0
+    parts = counts.bytes_breakdown
+    return int(SHARED_CORRECTNESS_MEMORY_FACTOR * (parts.get("inputs", 0) + parts.get("outputs", 0))
+               + 2 * parts.get("state", 0))
+
+
 class PairEvaluation:
     """Runs the stages for one pair on one device and builds its ``Record``."""
 
@@ -98,7 +116,9 @@ class PairEvaluation:
             return
         try:
             t0 = time.monotonic()
-            with self.gate.shared():  # how long it waited for another pair's timing to leave the GPU
+            need = correctness_memory(self.ctx)
+            self.ctx.draft.env["correctness_memory_expected"] = need
+            with self.gate.shared(need):  # how long it waited for another pair's timing (or memory) to leave the GPU
                 self.ctx.charge("correctness", "waiting_for_gpu", time.monotonic() - t0)
                 CorrectnessStage(self.ctx).run()
                 if self.ctx.early_workers is not None:  # their CUDA starts, too, end before another pair is timed

@@ -22,6 +22,7 @@ from typing import Callable, Sequence
 import warnings
 
 from kbv import envinfo
+from kbv.protocol import GATE_MEMORY_FRACTION
 from kbv.eval.options import OptionsError
 from kbv.eval.workspace import SANDBOX_BUILD_ROOT, build_dir
 from kbv.sandbox import health, launch
@@ -276,7 +277,7 @@ def _run(pairs: Sequence[Pair], todo: list[Pair], options: EvalOptions, device: 
     for _ in range(share):
         for slot in slots:
             free.put(slot)
-    gates = {slot: DeviceGate() for slot in slots} if share > 1 else {}
+    gates = {slot: DeviceGate(gate_capacity(slot)) for slot in slots} if share > 1 else {}
     lock = threading.Lock()
     count = 0
     healthy = set(slots)
@@ -333,6 +334,13 @@ def _run(pairs: Sequence[Pair], todo: list[Pair], options: EvalOptions, device: 
         pool.shutdown(wait=False)
         launch.wait_retired()  # the last pairs' timing workers, still exiting: no worker outlives the run
     return RunSummary(evaluated=count, skipped=len(pairs) - len(todo), out=out)
+
+
+def gate_capacity(gpu: int | None) -> int | None:
+    """The expected device memory that correctness stages sharing a GPU may add up to (``kbv.eval.gate``):
+    ``GATE_MEMORY_FRACTION`` of its memory (None, no bound, where nvidia-smi cannot say)."""
+    total = envinfo.gpu_memory_bytes(gpu)
+    return int(GATE_MEMORY_FRACTION * total) if total else None
 
 
 def not_run(pair: Pair, name: str, why: str) -> Record:

@@ -217,13 +217,23 @@ def counts_cached(problem_path: str | Path, profile: str | None, precision: str,
     matmul class, torch version and ``COUNT_RULES_VERSION``), counted in a fresh process and saved on a miss."""
     profile = None if profile in (None, "default") else profile
     path = Path(cache_dir) / "roofline" / f"{counts_key(problem_path, profile, precision, fp32_matmul, shape)}.json"
-    try:
-        return Counts.from_json(json.loads(path.read_text()))
-    except (OSError, ValueError, TypeError):
-        pass
+    counts = cached_counts(problem_path, profile, precision, cache_dir, fp32_matmul=fp32_matmul, shape=shape)
+    if counts is not None:
+        return counts
     counts = count_isolated(problem_path, profile, precision, fp32_matmul=fp32_matmul, timeout=timeout, shape=shape)
     write_atomic(path, json.dumps(counts.to_json()))
     return counts
+
+
+def cached_counts(problem_path: str | Path, profile: str | None, precision: str, cache_dir: str | Path, *,
+                  fp32_matmul: str = "tf32", shape: dict[str, Any] | None = None) -> Counts | None:
+    """The counts already in ``<cache_dir>/roofline`` (see ``counts_cached``), or None: nothing is counted."""
+    profile = None if profile in (None, "default") else profile
+    path = Path(cache_dir) / "roofline" / f"{counts_key(problem_path, profile, precision, fp32_matmul, shape)}.json"
+    try:
+        return Counts.from_json(json.loads(path.read_text()))
+    except (OSError, ValueError, TypeError):
+        return None
 
 
 def precount(jobs: Sequence[tuple[str | Path, str | None, str, dict[str, Any] | None]], cache_dir: str | Path, *,
