@@ -1105,6 +1105,7 @@ def test_correctness_trials_are_pipelined_and_stop_at_a_distributions_first_fail
             with arrived:
                 ref_forwards.append((msg["trial"], msg["distribution"]))
                 arrived.notify_all()
+            return base(msg) | {"lent": {"layout": [], "trial": msg["trial"]}}  # what it lends for that trial
         if msg["cmd"] == "judge" and msg.get("trial") is not None:
             judged.append(msg["trial"])
             n = msg["trial"]
@@ -1120,6 +1121,8 @@ def test_correctness_trials_are_pipelined_and_stop_at_a_distributions_first_fail
         if msg["cmd"] == "forward":
             cand_forwards.append(msg["distribution"])
             k = len(cand_forwards) - 1
+            if k < len(ref_forwards) and "lent" in msg:  # rule 1: only its own trial's lent inputs, never the next's
+                assert msg["lent"]["trial"] == ref_forwards[k][0] and "seed" not in msg
             with arrived:  # the reference's next forward comes while this one runs (none after the last)
                 assert arrived.wait_for(lambda: len(ref_forwards) > k + 1 or k == 6 * trials - 1, timeout=5)
         return {"outputs": [], "threads": [1, 1], "fallback": {}, "modules": {}, "buffers": {}, "identical": True,
