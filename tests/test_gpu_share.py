@@ -112,6 +112,35 @@ def test_correctness_runs_share_the_gpu_only_while_their_expected_memory_fits():
     alone.start()
     alone.join(2)
     assert not alone.is_alive()
+    held, late_in, first_out = DeviceGate(capacity=100), threading.Event(), threading.Event()
+    seen: list[str] = []
+
+    def first():
+        with held.shared(80):
+            seen.append("first in")
+            time.sleep(0.3)
+            seen.append("first out")
+            first_out.set()
+
+    def waiting_big():
+        time.sleep(0.05)
+        with held.shared(80):  # held back for memory
+            seen.append("big in")
+            time.sleep(0.05)
+        seen.append("big out")
+
+    def late_small():
+        time.sleep(0.15)  # arrives while the big one waits: would fit beside the first, but does not overtake
+        with held.shared(10):
+            seen.append("small in")
+            late_in.set()
+
+    threads = [threading.Thread(target=f) for f in (first, waiting_big, late_small)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(5)
+    assert seen.index("first out") < seen.index("big in") < seen.index("small in")
     unbounded = DeviceGate()  # no capacity (nvidia-smi could not say): needs never hold a run back
     with unbounded.shared(10**15), unbounded.shared(10**15):
         pass

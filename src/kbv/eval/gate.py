@@ -23,16 +23,27 @@ class DeviceGate:
         self._used = 0  # the expected device memory of the correctness stages inside
         self._writer = False
         self._writers_waiting = 0
+        self._held_back = 0  # correctness stages waiting for memory: no later one overtakes them
         self.capacity = capacity  # bytes the shared stages' expected needs may add up to (None: no bound)
 
     @contextmanager
     def shared(self, need: int = 0) -> Iterator[None]:
         """A correctness stage expected to need ``need`` bytes of device memory: alongside other correctness
-        stages while their needs fit ``capacity`` (alone, whatever its need), never during timing."""
+        stages while their needs fit ``capacity`` (alone, whatever its need), never during timing. One held back
+        for memory goes before any that arrives after it (a large pair is not starved by a stream of small ones)."""
         with self._cond:
-            while self._writer or self._writers_waiting or (
-                    self._readers and self.capacity is not None and self._used + need > self.capacity):
+            held_back = False
+            while True:
+                if not (self._writer or self._writers_waiting):
+                    fits = not self._readers or self.capacity is None or self._used + need <= self.capacity
+                    if fits and (held_back or not self._held_back):
+                        break
+                    if not fits and not held_back:
+                        held_back = True
+                        self._held_back += 1
                 self._cond.wait()
+            if held_back:
+                self._held_back -= 1
             self._readers += 1
             self._used += need
         try:
