@@ -41,7 +41,7 @@ def poisoned(ref_out: dict[str, Any], which: int) -> dict[str, Any]:
 
 
 _STARTER = ThreadPoolExecutor(max_workers=4, thread_name_prefix="kbv-start-ahead")  # candidates' processes
-_CANDIDATE_CALLS = ThreadPoolExecutor(max_workers=16, thread_name_prefix="kbv-candidate-trial")  # pipelined trials
+_CANDIDATE_CALLS = ThreadPoolExecutor(max_workers=64, thread_name_prefix="kbv-candidate-trial")  # one per pair in flight
 
 
 @dataclass(frozen=True)
