@@ -317,6 +317,7 @@ def test_out_of_memory_beside_other_pairs_runs_correctness_again_with_the_gpu_to
     assert modes == ["shared", "exclusive"]
     assert record.verdict == "correct", record.error
     assert record.env["correctness_rerun"]["role"] == role
+    assert record.wall_seconds["correctness/rerun"] >= 0  # the discarded first run's time, under its own name
 
 
 def test_out_of_memory_with_the_gpu_to_itself_stands(monkeypatch):

@@ -114,6 +114,7 @@ class PairEvaluation:
         if self.gate is None:
             CorrectnessStage(self.ctx).run()
             return
+        t_first = time.monotonic()
         try:
             t0 = time.monotonic()
             need = correctness_memory(self.ctx)
@@ -139,6 +140,8 @@ class PairEvaluation:
         self.ctx.draft.env["correctness_rerun"] = {
             "reason": "out of memory while other pairs shared the GPU: run again with the GPU to itself",
             "role": starved.role, "message": str(starved.error.get("message", ""))[:300]}
+        self.ctx.draft.env["correctness_memory_expected"] = need
+        self.ctx.charge("correctness", "rerun", time.monotonic() - t_first)  # the first run, waits included: discarded
         t0 = time.monotonic()
         with self.gate.exclusive():
             self.ctx.charge("correctness", "waiting_for_gpu", time.monotonic() - t0)
