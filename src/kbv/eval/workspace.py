@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterator
 
 from kbv import envinfo
 from kbv.eval.options import EvalOptions
+from kbv.judge_fused import FUSED_MIN_BYTES
 from kbv.problems import Problem
 from kbv.problems.candidates import Candidate
 from kbv.protocol import STALE_BUILD_LOCK_S
@@ -176,6 +177,21 @@ def _reference_env(device: str, gpu: int | None, work: Path, cache_dir: Path) ->
     return env
 
 
+def large_outputs(problem: Problem, options: EvalOptions, device: str, shape: dict[str, Any] | None = None) -> bool:
+    """Whether a problem's outputs are large enough for the judge's fused kernels on a GPU (``FUSED_MIN_BYTES``),
+    by its roofline counts where they are cached (False where they are not)."""
+    if device != "cuda":
+        return False
+    from kbv import roofline
+
+    try:
+        counts = roofline.cached_counts(problem.path, options.resolved_profile(device, problem), options.precision,
+                                        options.cache_dir, shape=shape)
+    except OSError:
+        return False
+    return counts is not None and counts.bytes_breakdown.get("outputs", 0) >= FUSED_MIN_BYTES
+
+
 def reference_spec(problem: Problem, options: EvalOptions, device: str, gpu: int | None, scratch: Path, stage: str,
                    shape: dict[str, Any] | None = None) -> WorkerSpec:
     """A reference worker's spec (trusted: it never imports the candidate)."""
@@ -186,5 +202,5 @@ def reference_spec(problem: Problem, options: EvalOptions, device: str, gpu: int
         precision=options.precision, mode=problem.mode, work_dir=work, log_path=scratch / f"{stage}-reference.log",
         unscaled=problem.unscaled_inputs, env=_reference_env(device, gpu, work, options.cache_dir),
         threads=options.resolved_threads(device), stage=stage, shape=shape, problem_sha256=problem.source_sha256,
-        handoff=handoff_kinds(options),
+        handoff=handoff_kinds(options), judge_kernels=large_outputs(problem, options, device, shape),
     )

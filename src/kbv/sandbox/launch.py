@@ -162,6 +162,7 @@ class WorkerSpec:
     shape: dict[str, Any] | None = None  # one shape's module-constant overrides (multi-shape problems)
     problem_sha256: str = ""  # Problem.source_sha256: the worker runs exactly these bytes (checked when set)
     handoff: tuple[str, ...] = ("host",)  # kinds of output descriptors the worker sends or accepts (kbv.wire)
+    judge_kernels: bool = False  # reference role: load the judge's fused kernels as it starts (large outputs)
 
     def as_message(self) -> dict[str, Any]:
         return {
@@ -170,6 +171,7 @@ class WorkerSpec:
             "log_path": str(self.log_path), "candidate_path": self.candidate_path, "unscaled": list(self.unscaled),
             "env": dict(self.env or {}), "threads": self.threads, "confine": dict(self.confine or {}),
             "stage": self.stage, "shape": self.shape, "handoff": list(self.handoff),
+            "judge_kernels": self.judge_kernels,
         }
 
 

@@ -201,7 +201,9 @@ class Session:
     def warm(self) -> float:
         """Start CUDA in this process before any candidate code and before the hello (the parent starts workers
         ahead of their use: the runtime's start then overlaps other work), and in the reference's worker load the
-        judge's kernels too (``judge.warm``); the seconds it took, 0 on the CPU."""
+        judge's kernels too (``judge.warm``; its fused ones where the parent expects large outputs,
+        ``judge_kernels``: a fresh process would otherwise import Triton at its first comparison); the seconds it
+        took, 0 on the CPU."""
         if not self.device.startswith("cuda"):
             return 0.0
         t0 = time.perf_counter()
@@ -209,7 +211,7 @@ class Session:
         if self.spec.get("role") == "reference":
             from kbv import judge  # candidate workers never load the judge
 
-            judge.warm(self.device)
+            judge.warm(self.device, fused=bool(self.spec.get("judge_kernels")))
         return time.perf_counter() - t0
 
     def cmd_setup(self, msg: dict[str, Any]) -> dict[str, Any]:
