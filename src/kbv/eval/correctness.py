@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import secrets
 import time
-from dataclasses import dataclass
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import nullcontext
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 

@@ -85,11 +85,8 @@ def correctness_memory(ctx: PairContext) -> int:
     twice, from the problem's roofline counts where they are already cached (0, no bound, where they are not)."""
     from kbv import roofline
 
-    try:
-        counts = roofline.cached_counts(ctx.problem.path, ctx.profile, ctx.options.precision, ctx.options.cache_dir,
-                                        shape=ctx.shape)
-    except OSError:
-        return 0
+    counts = roofline.cached_counts(ctx.problem.path, ctx.profile, ctx.options.precision, ctx.options.cache_dir,
+                                    shape=ctx.shape)
     if counts is None:
         return 0
     parts = counts.bytes_breakdown

@@ -22,7 +22,6 @@ from typing import Callable, Sequence
 import warnings
 
 from kbv import envinfo
-from kbv.protocol import GATE_MEMORY_FRACTION
 from kbv.eval.options import OptionsError
 from kbv.eval.workspace import SANDBOX_BUILD_ROOT, build_dir
 from kbv.sandbox import health, launch
@@ -33,6 +32,7 @@ from kbv.eval.gate import DeviceGate
 from kbv.eval.pair import CompileResult, EvalOptions, compile_candidate, evaluate_shapes
 from kbv.eval.verdict import Rules, decide
 from kbv.records import Record, RecordWriter, recorded_keys
+from kbv.protocol import GATE_MEMORY_FRACTION
 
 
 @dataclass

@@ -227,11 +227,12 @@ def counts_cached(problem_path: str | Path, profile: str | None, precision: str,
 
 def cached_counts(problem_path: str | Path, profile: str | None, precision: str, cache_dir: str | Path, *,
                   fp32_matmul: str = "tf32", shape: dict[str, Any] | None = None) -> Counts | None:
-    """The counts already in ``<cache_dir>/roofline`` (see ``counts_cached``), or None: nothing is counted."""
+    """The counts already in ``<cache_dir>/roofline`` (see ``counts_cached``), or None (nothing is counted; an
+    unreadable problem file or cache entry is None too)."""
     profile = None if profile in (None, "default") else profile
-    path = Path(cache_dir) / "roofline" / f"{counts_key(problem_path, profile, precision, fp32_matmul, shape)}.json"
     try:
-        return Counts.from_json(json.loads(path.read_text()))
+        key = counts_key(problem_path, profile, precision, fp32_matmul, shape)
+        return Counts.from_json(json.loads((Path(cache_dir) / "roofline" / f"{key}.json").read_text()))
     except (OSError, ValueError, TypeError):
         return None
 
