@@ -581,6 +581,27 @@ def test_the_first_pairs_workers_are_measured_for_memory_one_at_a_time(fake, tmp
     assert all(e[2] >= max(m[3] for m in cand_memory) for e in setups[2:])  # later pairs after the candidate's
 
 
+def test_both_roles_memory_measured_calls_read_the_same_inputs(fake, tmp_path) -> None:
+    """The memory-measured call's inputs come from one key for both roles: what drawing them leaves held differs
+    between distributions (on the H200 two roles with different keys held 17.9 and 9.36 GB on level1/4's 8 GiB
+    input, memory_above_reference on an honest kernel), and a fresh stage draws a fresh key."""
+    keys: dict[str, list[int]] = {"reference": [], "candidate": []}
+
+    def script(role: str) -> Callable[[dict], dict]:
+        timed = timing_script(1.0, 0.0)
+
+        def reply(msg: dict[str, Any]) -> dict[str, Any]:
+            if msg["cmd"] == "memory":
+                keys[role].append(msg["key"])
+            return timed(msg)
+        return reply
+    fake.scripts = {role: script(role) for role in keys}
+    performance.PerformanceStage(context(tmp_path, timing_pairs=1, protocol="verified")).run()
+    performance.PerformanceStage(context(tmp_path, timing_pairs=1, protocol="verified")).run()
+    assert keys["reference"] and keys["reference"] == keys["candidate"]  # every command of both (CPU: repeats)
+    assert len(set(keys["reference"])) == 2  # one key per stage
+
+
 @pytest.mark.parametrize("fail, closed", [(1, 2), (2, 3), (5, 6)])
 def test_a_failed_setup_closes_every_started_worker(fake, tmp_path, fail: int, closed: int) -> None:
     """Workers started when their pair is due (``KBV_START_AHEAD=0``): a worker whose setup dies ends the stage as

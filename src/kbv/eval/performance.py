@@ -127,6 +127,10 @@ class PerformanceStage:
         # calls it kept per command, and the bytes of one call's outputs (the reference's account)
         self.stage_memory: dict[str, Any] = {"start": {}, "rise": {}, "kept_calls": {"reference": [], "candidate": []},
                                              "output_bytes": None}
+        # the memory-measured calls' inputs, the same for both roles: what drawing them leaves held (a distribution
+        # whose draw makes a temporary of the inputs' size) differs between distributions, and on the H200 roles
+        # drawn from different keys held 17.9 against 9.36 GB on level1/4's 8 GiB input (h200-2026-12-03)
+        self.memory_key = secrets.randbits(63)
 
     # -- workers --------------------------------------------------------------------------------------------------
 
@@ -187,8 +191,7 @@ class PerformanceStage:
         the candidate cannot blind; on the CPU the parent's figure is the one compared, for both roles alike. On a
         GPU the parent also reads what the driver says the worker's processes hold after the call (NVML), compared
         instead of the worker's own figure where both roles have it."""
-        key = secrets.randbits(63)
-        msg = {"cmd": "memory", "key": key, "names": self.names}
+        msg = {"cmd": "memory", "key": self.memory_key, "names": self.names}
         result = dict(self._call(worker, role, msg, deadline)["memory"])
         if self.ctx.device != "cpu":  # what the driver says the worker's processes hold after the call (its tree:
             # a sandboxed worker's CUDA runs in the inner process of its PID namespace; kbv.sandbox.devmem)
