@@ -34,6 +34,26 @@ from kbv.problems.candidates import Candidate, Pair, pair_candidates, write_refe
 from kbv.records import read_records  # noqa: E402
 
 
+LARGE_OUTPUT_BYTES = 256 * 2**20  # issue 13's large-output goal: outputs of at least this much
+
+
+def large_output(record: dict) -> dict | None:
+    """Issue 13's large-output figure for a record whose one forward's outputs reach ``LARGE_OUTPUT_BYTES``: its
+    correctness stage's seconds, all trials and probes, less its forward passes, per GiB of one forward's outputs.
+    The forward passes are each role's own clock around its correctness forwards (``correctness.forward_ms``); the
+    larger of the two roles' sums is taken off, never both (trials are pipelined: the roles' forwards may overlap),
+    so the figure leans high. None for smaller outputs or a record without the figures."""
+    correctness = record.get("correctness") or {}
+    out_bytes, forwards = correctness.get("output_bytes"), correctness.get("forward_ms") or {}
+    seconds = (record.get("wall_seconds") or {}).get("correctness")
+    if not isinstance(out_bytes, int) or out_bytes < LARGE_OUTPUT_BYTES or not isinstance(seconds, (int, float)):
+        return None
+    forward_s = max((float(f.get("ms", 0.0)) for f in forwards.values() if isinstance(f, dict)), default=0.0) / 1e3
+    gib = out_bytes / 2**30
+    return {"output_gib": round(gib, 3), "correctness_s": round(seconds, 3), "forwards_s": round(forward_s, 3),
+            "s_per_gib": round(max(0.0, seconds - forward_s) / gib, 3)}
+
+
 def select(problems: str, only: str | None, levels: str | None, ids: str | None = None) -> list:
     """The problems of a suite, narrowed by level, by key (``level1/5_ReLU``) and by id ranges per level
     (``1:1-30,2:1-20``: level 1's problems 1 to 30 and level 2's 1 to 20)."""
@@ -130,7 +150,8 @@ def main() -> int:
                      "handoff": (r.get("env") or {}).get("output_handoff"),
                      "seconds": round(evaluation, 3), "compile": wall.get("compile"),
                      "breakdown": {k: v for k, v in wall.items() if "/" in k},
-                     "speedup": {b: (s or {}).get("value") for b, s in (r.get("speedup") or {}).items()}})
+                     "speedup": {b: (s or {}).get("value") for b, s in (r.get("speedup") or {}).items()},
+                     "large_output": large_output(r)})
         print(f"{r['problem']:45s} {r['verdict']:10s} {evaluation:8.2f} s  "
               + " ".join(f"{b}={v:.3f}" for b, v in rows[-1]["speedup"].items() if v))
     seconds = [row["seconds"] for row in rows if row["seconds"] > 0]
@@ -153,6 +174,9 @@ def main() -> int:
         for k, v in row["breakdown"].items():
             parts.setdefault(k, []).append(float(v))
     summary["breakdown_median_s"] = {k: round(statistics.median(v), 3) for k, v in sorted(parts.items())}
+    per_gib = [row["large_output"]["s_per_gib"] for row in rows if row["large_output"]]
+    summary["large_output_s_per_gib"] = ({"pairs": len(per_gib), "max": max(per_gib),
+                                          "median": round(statistics.median(per_gib), 3)} if per_gib else None)
     (args.out / "pair_cost.json").write_text(json.dumps(summary, indent=1))
     print(json.dumps({k: v for k, v in summary.items() if k != "rows"}, indent=1))
     return 0

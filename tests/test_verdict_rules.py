@@ -3,6 +3,8 @@ and per precedence step), and the stages driven by a fake worker with scripted r
 
 from __future__ import annotations
 
+import importlib.util
+import math
 import threading
 import time
 from pathlib import Path
@@ -27,6 +29,10 @@ from kbv.sandbox import launch
 from kbv.sandbox.launch import WorkerFailure
 
 RULES = Rules()
+_spec = importlib.util.spec_from_file_location("pair_cost", Path(__file__).parents[1] / "benchmarks" / "pair_cost.py")
+assert _spec is not None and _spec.loader is not None
+pair_cost = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(pair_cost)
 
 
 def passed(**overrides: str) -> Evidence:
@@ -1161,6 +1167,43 @@ def test_correctness_trials_are_pipelined_and_stop_at_a_distributions_first_fail
     assert len(ref_forwards) == len(cand_forwards)  # in step: buffers such as BatchNorm's stay comparable
     assert sorted(judged) == [n for n, _ in ref_forwards if n != 2 * trials + 2]
     assert ctx.evidence.distributions["D3"] == "failed"
+
+
+def test_each_roles_correctness_forwards_are_summed_beside_the_outputs_size(fake, tmp_path) -> None:
+    """Issue 13's large-output figure needs the forward passes apart from kbv's own work: every correctness forward
+    of each role adds its worker's ``forward_ms`` to ``correctness.forward_ms[role]``; a reply without a usable
+    figure (a candidate's NaN) adds nothing; ``correctness.output_bytes`` is one forward's outputs; the benchmark's
+    figure takes the larger role's sum off the stage's seconds."""
+    base = passing_reference({"w": torch.ones(2)}, perturbed=["w"])
+    cand_forwards: list[int] = []
+
+    def reference(msg: dict[str, Any]) -> dict[str, Any]:
+        reply = base(msg)
+        return reply | {"forward_ms": 2.0} if msg["cmd"] == "forward" else reply
+
+    def candidate(msg: dict[str, Any]) -> dict[str, Any]:
+        if msg["cmd"] == "setup":
+            return {"own": [["w", [2], "float32"]]}
+        reply = {"outputs": [], "threads": [1, 1], "fallback": {}, "modules": {}, "buffers": {}}
+        if msg["cmd"] == "forward":
+            cand_forwards.append(1)
+            reply["forward_ms"] = 3.0 if len(cand_forwards) > 1 else math.nan
+        return reply
+
+    fake.scripts = {"reference": reference, "candidate": candidate}
+    ctx = context(tmp_path, trials=2)
+    correctness.CorrectnessStage(ctx).run()
+    notes = ctx.draft.correctness
+    ref, cand = notes["forward_ms"]["reference"], notes["forward_ms"]["candidate"]
+    assert cand["forwards"] == len(cand_forwards) - 1 and cand["ms"] == pytest.approx(3.0 * cand["forwards"])
+    assert ref["forwards"] >= len(cand_forwards) and ref["ms"] == pytest.approx(2.0 * ref["forwards"])
+    assert notes["output_bytes"] == 8
+    record = {"correctness": {"output_bytes": 2**30, "forward_ms": {"reference": {"ms": 400.0},
+                                                                   "candidate": {"ms": 700.0}}},
+              "wall_seconds": {"correctness": 1.5}}
+    assert pair_cost.large_output(record) == {"output_gib": 1.0, "correctness_s": 1.5, "forwards_s": 0.7,
+                                              "s_per_gib": 0.8}
+    assert pair_cost.large_output({**record, "correctness": {**record["correctness"], "output_bytes": 2**20}}) is None
 
 
 def test_correctness_trials_with_large_tensors_run_one_at_a_time(fake, tmp_path, monkeypatch) -> None:

@@ -196,6 +196,19 @@ class PairContext:
     def saw_reference_output(self, reply: dict[str, Any]) -> None:
         sizes = reply.get("nbytes") or []
         self.output_bytes = max(self.output_bytes, sum(int(n) for n in sizes if isinstance(n, int)))
+        self.draft.correctness["output_bytes"] = self.output_bytes  # the largest one forward's outputs came to
+
+    def note_forward(self, role: str, reply: dict[str, Any]) -> None:
+        """Add a correctness forward's own account of its call (``forward_ms``: the worker's clock around the model
+        call and its sync) to ``correctness.forward_ms[role]``, with the number of forwards: what the stage spent
+        outside kbv's own work (the large-output figure of ``benchmarks/pair_cost.py``). A diagnostic only: the
+        candidate's process may say anything."""
+        ms = reply.get("forward_ms") if isinstance(reply, dict) else None
+        if not isinstance(ms, (int, float)) or not math.isfinite(ms) or ms < 0:
+            return
+        total = self.draft.correctness.setdefault("forward_ms", {}).setdefault(role, {"forwards": 0, "ms": 0.0})
+        total["forwards"] += 1
+        total["ms"] = round(total["ms"] + float(ms), 3)
 
     @contextmanager
     def clock(self, stage: str, part: str) -> Iterator[None]:

@@ -93,6 +93,7 @@ class CorrectnessStage:
         finally:
             self.spent += time.monotonic() - t0
         if msg.get("cmd") == "forward":  # not the profiled call: kbv's profiler may start threads of its own
+            self.ctx.note_forward("candidate", reply)
             self.ctx.watch(worker, msg.get("distribution", ""))
         elif msg.get("cmd") == "setup":
             self.ctx.split_cuda_init("correctness", reply)
@@ -110,6 +111,7 @@ class CorrectnessStage:
             self.ctx.note_judge_split("correctness", reply)
         if msg.get("cmd") == "forward":
             self.ctx.saw_reference_output(reply)
+            self.ctx.note_forward("reference", reply)
             self.ctx.watch(worker, msg.get("distribution", ""))
         elif msg.get("cmd") == "buffers":
             self.ctx.output_bytes = max(self.ctx.output_bytes, sum(

@@ -308,9 +308,11 @@ class Session:
             memory.poison_freed(self.device, int(poison["byte"]), [int(n) for n in poison["sizes"]])
             canary = memory.perturb_canary() if self.device == "cpu" else None
         threads_before = _thread_count()
+        t_forward = time.perf_counter()
         with torch.no_grad():
             out = self.model(*args)
         self._sync()
+        forward_ms = (time.perf_counter() - t_forward) * 1e3  # this process's own clock: a diagnostic only
         if canary is not None and memory.perturb_canary() != canary:  # the poison, verified after the call
             self.integrity.note("allocator poison (glibc M_PERTURB) turned off during the call")
         threads_after = _thread_count()
@@ -321,6 +323,7 @@ class Session:
                        else 0 for item in items],
             "input_nbytes": [_Tensor.numel(a) * _Tensor.element_size(a) for _, a in tensor_args],
             "threads": [threads_before, threads_after],
+            "forward_ms": forward_ms,
             "shapes": [list(item["tensor"].shape) if "tensor" in item else None for item in items],
             "strides": [item.get("stride") for item in items],
             "mutated_inputs": [i for (i, a), (_, b) in zip(tensor_args, before) if not _same(a, b)],
