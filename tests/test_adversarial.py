@@ -70,6 +70,7 @@ DOCUMENTED = (
     "timed_alias_when_nonnegative", "timed_return_input", "ring_rewrite_kept", "ask_out_of_turn",
     "blind_integrity_changes", "blind_tamper_wire_split", "fallback_numpy_matmul", "profiled_call_numpy",
     "tamper_session_same", "timer_frames_precompute", "profiled_own_timed_torch", "memory_cmd_detect",
+    "timed_inplace_blind",
 )
 
 
@@ -140,18 +141,23 @@ def corpus_records(tmp_path_factory: pytest.TempPathFactory, device: str = "cpu"
     folder = tmp_path_factory.mktemp(f"corpus-{device}")
     records: dict[str, dict[str, Any]] = {}
     wanted = selected(device)
-    for timeouts in ("long", "fast"):  # long first: the C++ example's build then serves the other tests warm
-        batch = [e for e in entries(device) if e.get("timeouts", "fast") == timeouts and e["id"] in wanted]
-        if not batch:
-            continue
+    # long first: the C++ example's build then serves the other tests warm; entries with options of their own (a
+    # defence not on by default on this device: ``options`` in the manifest) in a batch of their own
+    batches = sorted({(e.get("timeouts", "fast"), json.dumps(e.get("options") or {}, sort_keys=True))
+                      for e in entries(device) if e["id"] in wanted}, key=lambda b: (b[0] != "long", b[1]))
+    for timeouts, extra in batches:
+        batch = [e for e in entries(device) if e.get("timeouts", "fast") == timeouts and e["id"] in wanted
+                 and json.dumps(e.get("options") or {}, sort_keys=True) == extra]
         pairs, ids = [], {}
         for sample, entry in enumerate(batch):
             problem = _problem(entry)
             pairs.append(Pair(problem, Candidate.from_path(_candidate_file(entry, problem, folder), sample=sample)))
             ids[sample] = entry["id"]
         keep = os.environ.get("KBV_CORPUS_RECORDS_DIR")  # scripts/gpu_check.py: records stream into the results
-        out = Path(keep) / f"corpus-{device}-{timeouts}.jsonl" if keep else folder / f"{timeouts}.jsonl"
-        summary = run_pairs(pairs, EvalOptions(**OPTIONS[(device, timeouts)]), out, build_workers=2)
+        name = timeouts + ("-" + "-".join(sorted(json.loads(extra))) if extra != "{}" else "")
+        out = Path(keep) / f"corpus-{device}-{name}.jsonl" if keep else folder / f"{name}.jsonl"
+        summary = run_pairs(pairs, EvalOptions(**OPTIONS[(device, timeouts)], **json.loads(extra)), out,
+                            build_workers=2)
         assert summary.evaluated == len(pairs)
         for record in read_records(out):
             records[ids[record["sample"]]] = record

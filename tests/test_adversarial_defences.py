@@ -385,11 +385,12 @@ def candidate_session(name: str):
 
 
 def timing_command(session, key: int, round_index: int = 0, baselines: tuple[str, ...] = ("verified",),
-                   commits: dict | None = None):
+                   commits: dict | None = None, fill: Any = None):
     """One of today's timing commands in this process: the worker Session's cmd_time (ring on), each call's inputs
-    handed over by the parent's own pacer (kbv.eval.pacing) through ``Session.ask``, each kept output committed to
-    it (and noted in ``commits``) through ``Session.commit``; returns the reply and the pacer."""
-    pacer = Pacer(key, NAMES, baselines, round_index, 10_000)
+    handed over by the parent's own pacer (kbv.eval.pacing) through ``Session.ask`` (or, with ``fill``, put in the
+    judge's lent slot: ``lent_timing``), each kept output committed to it (and noted in ``commits``) through
+    ``Session.commit``; returns the reply and the pacer."""
+    pacer = Pacer(key, NAMES, baselines, round_index, 10_000, fill=fill)
 
     def ask(request):
         answer = pacer.need(request)
@@ -405,6 +406,72 @@ def timing_command(session, key: int, round_index: int = 0, baselines: tuple[str
     reply = session.cmd_time({"baselines": list(baselines), "share": 0.25, "round": round_index,
                               "ring_bytes": 32 * 2**20})
     return reply, pacer
+
+
+def reference_session():
+    """Today's worker Session for the ReLU problem in the reference's role (the judge), in this process."""
+    from kbv.worker.session import Session
+
+    return Session({"device": "cpu", "precision": "fp32", "problem_path": str(RELU), "profile": "small",
+                    "role": "reference", "mode": load_problem(RELU).mode})
+
+
+def lent_timing(candidate, judge):
+    """Today's lent timed inputs in this process (kbv.eval.lent_timing): the judge's Session lends its slot, the
+    candidate's maps it (the descriptor as the wire would map it), and the loan's fills reach the judge's Session."""
+    from kbv.eval.lent_timing import TimedLoan
+    from kbv.worker import lending
+
+    def to_candidate(msg: dict) -> dict:
+        handle = msg["lent"]["buffer"]
+        buffer = lending.borrow(handle.kind, os.dup(handle.fd), handle.nbytes, "cpu")
+        handle.close()
+        return candidate.cmd_borrow_timed({**msg, "lent": {**msg["lent"], "buffer": buffer}})
+
+    def to_judge(msg: dict) -> dict:
+        return getattr(judge, f"cmd_{msg['cmd']}")(msg)
+
+    loan = TimedLoan(to_judge, to_candidate)
+    assert loan.open(to_judge)
+    return loan
+
+
+def test_timed_inplace_blind_passes_every_check_inside_its_own_process():
+    """Defence off (timed inputs drawn in the candidate's worker): the fixture writes relu into its input and hands
+    the input back whenever timed; every kept output is right for its call's inputs (the judged call passes), its
+    worker reports no aliasing and no tamper, and only the input buffer, which nothing outside reads, holds the
+    write."""
+    session = candidate_session("timed_inplace_blind")
+    reply, pacer = timing_command(session, 4321)
+    assert reply["ring"]["verified"]["aliased_outputs"] == [] and session.integrity.changes() == []
+    kept = session.rings[(0, "verified")]
+    assert kept
+    for index, _, copies, _ in kept:
+        x = session._inputs(*pacer.inputs("verified", index))[0]
+        assert torch.equal(copies[0]["tensor"], torch.relu(x))
+    last = session._inputs(*pacer.inputs("verified", kept[-1][0]))[0]
+    assert torch.equal(session.own_inputs[0], torch.relu(last))  # written; the reference's own inputs never are
+    drawn = [session._inputs(*pacer.inputs("verified", index))[0] for index, _, _, _ in kept]
+    assert any(bool((x < 0).any()) for x in drawn)  # calls whose inputs the write changed
+
+
+def test_timed_inputs_lent_by_the_judge_show_the_write():
+    """Defence on (kbv.eval.lent_timing): the candidate's timed calls read a slot the judge lent and reads back
+    before filling it for the next call: the fixture's writes are input_mutated, found by the judge's Session; an
+    honest kernel's slot reads back unchanged. The candidate's worker never got a timed call's seed."""
+    sneaky = candidate_session("timed_inplace_blind")
+    loan = lent_timing(sneaky, reference_session())
+    reply, pacer = timing_command(sneaky, 4321, fill=loan.filler(0))
+    loan.close_command()
+    assert reply["ring"]["verified"]["aliased_outputs"] == []  # its own process's report: still blind
+    assert loan.calls > 0 and "input_mutated" in loan.seen and loan.findings[0]["mutated_inputs"] == [0]
+    for index, _, copies, _ in sneaky.rings[(0, "verified")]:  # the judged call's redraw is what was lent
+        assert torch.equal(copies[0]["tensor"], torch.relu(sneaky._inputs(*pacer.inputs("verified", index))[0]))
+    honest = candidate_session("correct_torch")
+    honest_loan = lent_timing(honest, reference_session())
+    timing_command(honest, 4321, fill=honest_loan.filler(0))
+    honest_loan.close_command()
+    assert honest_loan.calls > 0 and not honest_loan.seen
 
 
 def timed_and_kept(session, key: int = 12345) -> list[tuple[int, str, torch.Tensor, torch.Tensor]]:

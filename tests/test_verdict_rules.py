@@ -17,7 +17,8 @@ from conftest import problem_path
 from kbv.eval import EvalOptions, correctness, performance
 from kbv.eval import context as context_module
 from kbv.eval.context import PairContext, ReferenceFailed
-from kbv.eval.pacing import Pacer, PacingError
+from kbv.eval.lent_timing import lends
+from kbv.eval.pacing import Pacer, PacingError, untimed_ms
 from kbv.eval.evidence import Evidence, Failure
 from kbv.eval.params import map_parameters
 from kbv.eval.verdict import Rules, decide, over_shapes, should_time
@@ -278,7 +279,7 @@ class FakeWorker:
     budgets: list[tuple[str, str, int | None]] = []
 
     def call(self, msg: dict[str, Any], deadline: float, max_bytes: int | None = None,
-             pacer: Any = None) -> dict[str, Any]:
+             pacer: Any = None, spin: bool = False) -> dict[str, Any]:
         self.budgets.append((self.spec.role, msg["cmd"], max_bytes))
         reply = self.script(msg)
         if pacer is not None and msg["cmd"] == "time":
@@ -355,8 +356,12 @@ def timing_script(per_call_ms: float, host_ms: float, truncated: bool = False) -
             return out
         if cmd == "kept":
             return {"found": True, "structure": "single", "outputs": []}
-        if cmd == "drop":
+        if cmd in ("drop", "borrow_timed"):
             return {}
+        if cmd == "lend_timed":  # the judge's slot for the candidate's timed inputs (kbv.eval.lent_timing)
+            return {"lent": {"buffer": None, "layout": []}}
+        if cmd == "fill":
+            return {"check": {"mutated_inputs": [], "guard_violations": []} if msg.get("check") else None}
         if cmd == "burst":
             time.sleep(msg["calls"] * per_call_ms / 1e3)
             return {}
@@ -425,7 +430,7 @@ def _recorded_calls(fake: type[FakeWorker], events: list[tuple[str, str, float, 
     setups = iter(range(100))
 
     def call(self: FakeWorker, msg: dict[str, Any], deadline: float, max_bytes: int | None = None,
-             pacer: Any = None) -> dict[str, Any]:
+             pacer: Any = None, spin: bool = False) -> dict[str, Any]:
         if msg["cmd"] == "setup" and next(setups) == fail:
             raise WorkerFailure("died", "setup died")
         t0 = time.monotonic()
@@ -696,7 +701,7 @@ class _Numbered(FakeWorker):
         super().close(wait)
 
     def call(self, msg: dict[str, Any], deadline: float, max_bytes: int | None = None,
-             pacer: Any = None) -> dict[str, Any]:
+             pacer: Any = None, spin: bool = False) -> dict[str, Any]:
         _Numbered.events.append((msg["cmd"], self.number, self.spec.role))
         if _Numbered.fail is not None and _Numbered.fail[:2] == (self.spec.role, msg["cmd"]) \
                 and self.number >= _Numbered.fail[2]:
@@ -958,7 +963,7 @@ def test_a_pairs_workers_exit_while_the_next_pair_starts_and_are_gone_before_it_
             super().close(wait)
 
         def call(self, msg: dict[str, Any], deadline: float, max_bytes: int | None = None,
-                 pacer: Any = None) -> dict[str, Any]:
+                 pacer: Any = None, spin: bool = False) -> dict[str, Any]:
             if msg["cmd"] == "time":
                 events.append(("time", self.number))
             return super().call(msg, deadline, max_bytes, pacer)
@@ -1319,7 +1324,7 @@ def test_judged_timed_call_is_drawn_after_the_rounds(fake, monkeypatch, tmp_path
 
     class Logging(FakeWorker):
         def call(self, msg: dict[str, Any], deadline: float, max_bytes: int | None = None,
-                 pacer: Any = None) -> dict[str, Any]:
+                 pacer: Any = None, spin: bool = False) -> dict[str, Any]:
             log.append((self.spec.role, dict(msg)))
             if pacer is not None:
                 pacers.append((self.spec.role, pacer))
@@ -1382,6 +1387,136 @@ def test_timed_inputs_are_handed_over_in_turn_only() -> None:
     limited.need(["verified", 1])
     with pytest.raises(PacingError, match="more than 2 calls"):
         limited.need(["verified", 2])
+
+
+def _lending_fake(fake: type[FakeWorker], monkeypatch: pytest.MonkeyPatch, answers: list[tuple[str, Any, Any]],
+                  fills: list[dict[str, Any]], mutated_at: int | None = None, per_call_ms: float = 1.0) -> None:
+    """Fake workers for the lent timed inputs: every pacer answer a worker gets is noted per role in ``answers``,
+    every fill the reference is sent in ``fills`` (with the pacer's own draw of the call it fills); the fill that
+    reads back the ``mutated_at``-th lent call finds its input 0 written to."""
+    class Noting(FakeWorker):
+        def paced(self, pacer: Any, msg: dict[str, Any], reply: dict[str, Any]) -> None:
+            need = pacer.need
+
+            def noted(request: Any) -> dict[str, Any]:
+                answer = need(request)
+                answers.append((self.spec.role, request, answer))
+                return answer
+            pacer.need = noted
+            super().paced(pacer, msg, reply)
+
+    monkeypatch.setattr(context_module, "Worker", Noting)
+    timed = timing_script(per_call_ms, 0.0)
+
+    def reference(msg: dict[str, Any]) -> dict[str, Any]:
+        if msg["cmd"] == "fill":
+            fills.append(dict(msg))
+            lent = sum(1 for f in fills if f.get("seed") is not None)
+            wrote = msg.get("check") and mutated_at is not None and lent - (msg.get("seed") is not None) == mutated_at
+            return {"check": {"mutated_inputs": [0] if wrote else [], "guard_violations": []}
+                    if msg.get("check") else None}
+        reply = timed(msg)
+        for timing in (reply.get("timing") or {}).values():  # its own draw and load: 0.3 ms per timed call
+            timing["load_ms"] = [0.3] * len(timing["times_ms"])
+        return reply
+    fake.scripts = {"reference": reference, "candidate": timing_script(per_call_ms, 0.0)}
+
+
+def test_the_candidates_timed_inputs_are_lent_and_read_back_by_the_judge(fake, monkeypatch, tmp_path) -> None:
+    """Issue 12, rules 1 and 4: the candidate's worker is never handed a timed call's seed. Before answering its
+    request the parent has the judge read the slot back (what the last call did to its inputs) and fill it with
+    this call's draw (the pacer's own seed and distribution, which the judged call is redrawn from); after each of
+    its commands the slot is read back once more. The reference's own timed calls get their seeds as before. A
+    read-back that finds an input written to is input_mutated, rejected, whatever the candidate reports."""
+    answers: list[tuple[str, Any, Any]] = []
+    fills: list[dict[str, Any]] = []
+    _lending_fake(fake, monkeypatch, answers, fills)
+    ctx = context(tmp_path, timing_pairs=1, protocol="verified", lend_timed=True)
+    performance.PerformanceStage(ctx).run()
+    timed = {role: [a for r, q, a in answers if r == role and q[1] >= FIRST_TIMED_CALL]
+             for role in ("reference", "candidate")}
+    assert all("seed" in a for _, q, a in answers if q[1] < FIRST_TIMED_CALL)  # estimates and warm-up: not lent
+    assert timed["candidate"] and all(a == {"lent": True} for a in timed["candidate"])
+    assert timed["reference"] and all("seed" in a for a in timed["reference"])
+    seeded = [f for f in fills if f.get("seed") is not None]
+    assert len(seeded) >= len(timed["candidate"])  # the candidate's commands, and the confirming pair's if any
+    commands = [f for f in fills if f.get("seed") is None]  # one read-back after each candidate command
+    assert commands and all(f["check"] for f in commands)
+    assert sum(1 for f in fills if not f["check"]) == len(commands)  # each command's first fill reads nothing back
+    assert all(f["distribution"] in DISTRIBUTION_NAMES for f in seeded)
+    assert ctx.draft.timing_ms["lent_inputs"]["calls"][0] > 0 and ctx.draft.timing_ms["lent_inputs"]["not_lent"] is None
+    assert "input_mutated" not in ctx.evidence.observed
+    stage = performance.PerformanceStage(context(tmp_path, timing_pairs=1, protocol="verified", lend_timed=True))
+    stage.run()  # the reference's loads left out of its untimed time, its first command's (before the loan) too
+    reference_untimed = stage.untimed["reference"]["verified"]
+    assert len(reference_untimed) >= TIMING_ROUNDS and all(max(calls) < -0.25 for calls in reference_untimed)
+
+    answers.clear()
+    fills.clear()
+    _lending_fake(fake, monkeypatch, answers, fills, mutated_at=3)
+    ctx = context(tmp_path, timing_pairs=1, protocol="verified", lend_timed=True)
+    performance.PerformanceStage(ctx).run()
+    assert "input_mutated" in ctx.evidence.observed
+    found = ctx.draft.correctness["input_use"]["timed_lent"]
+    assert found[0]["mutated_inputs"] == [0] and found[0]["index"] == FIRST_TIMED_CALL + 2
+    evidence = passed()  # the correctness stage's evidence of a kernel that passed, and this stage's findings
+    evidence.see(*ctx.evidence.observed)
+    assert decide(evidence, RULES).verdict == "rejected"
+
+
+def test_the_pacer_fills_before_answering_and_a_judges_failure_is_not_the_workers(monkeypatch) -> None:
+    """The pacer's window for a lent call opens only once the answer goes (after the fill); a fill that raises is
+    kept for the caller (the judge failed: the worker asking is not killed for it) and the seed goes over instead;
+    the untimed calls that come first are never lent."""
+    order: list[str] = []
+
+    def fill(baseline: str, index: int, seed: int, distribution: str) -> bool:
+        order.append(f"fill {index}")
+        if index == FIRST_TIMED_CALL + 1:
+            raise ReferenceFailed(WorkerFailure("died", "judge died"), "performance")
+        return True
+    pacer = Pacer(7, DISTRIBUTION_NAMES, ("verified",), 0, 100, fill=fill)
+    assert "calls" in pacer.need(["verified", 0, FIRST_TIMED_CALL]) and not order
+    assert pacer.need(["verified", FIRST_TIMED_CALL]) == {"lent": True} and order == [f"fill {FIRST_TIMED_CALL}"]
+    pacer.sent()
+    pacer.committed([0, "verified", FIRST_TIMED_CALL, [[0, 0]]])
+    assert FIRST_TIMED_CALL in pacer.windows["verified"]
+    answer = pacer.need(["verified", FIRST_TIMED_CALL + 1])
+    assert (answer["seed"], answer["distribution"]) == pacer.inputs("verified", FIRST_TIMED_CALL + 1)
+    assert isinstance(pacer.fill_error, ReferenceFailed) and pacer.fill is None
+
+
+def test_the_references_own_loads_are_left_out_of_its_untimed_time() -> None:
+    """Where the candidate's timed inputs were lent (put in place before its window opened), the reference's own
+    draw and load of each call's inputs is taken off its window too: both windows then hold the same work."""
+    windows = {FIRST_TIMED_CALL: 3.0, FIRST_TIMED_CALL + 1: 4.0}
+    assert untimed_ms(windows, [1.0, 1.0]) == [2.0, 3.0]
+    assert untimed_ms(windows, [1.0, 1.0], [1.5, 0.5]) == [0.5, 2.5]
+    assert untimed_ms(windows, [1.0, 1.0, 1.0], [1.5]) == [0.5, 3.0]
+
+
+@pytest.mark.parametrize("option, device, reference_ms, lent", [
+    (None, "cpu", 0.03, False), (None, "cpu", 1.2, True), (None, "cpu", None, False), (None, "cuda", 5.0, False),
+    (True, "cuda", 0.01, True), (True, "cpu", None, True), (False, "cpu", 50.0, False)])
+def test_timed_inputs_are_lent_where_the_references_call_is_long_enough(option, device, reference_ms, lent) -> None:
+    """``lend_timed`` (KBV_LEND_TIMED): unset, where the reference's median call takes at least LEND_TIMED_MIN_MS on
+    the device (on the CPU lending cost microsecond calls 30-50 us each; on a GPU not yet measured: never); set,
+    always or never. Where it does not lend it says why."""
+    decided, why = lends(option, device, reference_ms)
+    assert decided is lent and (why is None) is lent
+
+
+def test_no_timed_inputs_are_lent_below_the_threshold(fake, monkeypatch, tmp_path) -> None:
+    """By default on the CPU, for a reference whose calls take 0.5 ms (under LEND_TIMED_MIN_MS): no slot, the
+    candidate's worker gets every timed call's seed, and the record says why none were lent."""
+    answers: list[tuple[str, Any, Any]] = []
+    fills: list[dict[str, Any]] = []
+    _lending_fake(fake, monkeypatch, answers, fills, per_call_ms=0.5)
+    ctx = context(tmp_path, timing_pairs=1, protocol="verified")
+    performance.PerformanceStage(ctx).run()
+    assert answers and not fills and all("seed" in a for r, _, a in answers if r == "candidate")
+    assert ctx.draft.timing_ms["lent_inputs"]["calls"] == [0]
+    assert "LEND_TIMED_MIN_MS" in ctx.draft.timing_ms["lent_inputs"]["not_lent"]
 
 
 def test_other_load_in_one_round_is_not_untimed_work(fake, tmp_path) -> None:
@@ -1511,7 +1646,7 @@ def test_a_kept_output_that_is_not_the_committed_one_is_a_timed_output_mismatch(
 
     class Committing(FakeWorker):
         def call(self, msg: dict[str, Any], deadline: float, max_bytes: int | None = None,
-                 pacer: Any = None) -> dict[str, Any]:
+                 pacer: Any = None, spin: bool = False) -> dict[str, Any]:
             reply = super().call(msg, deadline, max_bytes, pacer)
             if msg["cmd"] == "time" and self.spec.role == "candidate" and commitment != "none":
                 for b in msg["baselines"]:  # one digest per kept call, as the worker sends them
@@ -1711,7 +1846,7 @@ def _growing_threads(fake, monkeypatch, device_baseline_first: bool, tmp_path) -
             roles[self.pid] = spec.role
 
         def call(self, msg: dict[str, Any], deadline: float, max_bytes: int | None = None,
-                 pacer: Any = None) -> dict[str, Any]:
+                 pacer: Any = None, spin: bool = False) -> dict[str, Any]:
             if msg["cmd"] == "forward":
                 served[self.pid] += 1
             return super().call(msg, deadline, max_bytes, pacer)

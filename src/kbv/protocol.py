@@ -218,6 +218,14 @@ PRECISION_FLAGS: Final = frozenset({"low_precision"})
 POISON_BYTES: Final = (0xFF, 0x4B)
 # Bytes of guard band before and after every input in correctness trials (filled from the trial's seed).
 GUARD_BYTES: Final = 64 * 1024
+# Timed calls whose lent inputs or bands the judge found written to, kept in the record (correctness.input_use.
+# timed_lent); the flag needs one.
+LENT_CHECKS_KEPT: Final = 8
+# The candidate's timed inputs are lent by the judge (kbv.eval.lent_timing) where the reference's median call takes at
+# least this long on the device (KBV_LEND_TIMED=1 or 0: always or never). On this project's 2-core CPU, lending
+# slowed the reference as its own candidate to a speedup of 0.36-0.56 at 25-50 us per call and left it within noise
+# at about 1 ms (docs/results/cpu-2026-12-04); on a GPU not yet measured: never by default.
+LEND_TIMED_MIN_MS: Final[dict[str, float | None]] = {"cpu": 1.0, "cuda": None}
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,8 @@ STAGES = ("compile", "correctness", "performance")
 # what each worker command's time is charged to in the wall_seconds breakdown
 PART_OF = {"setup": "setup", "perturb": "setup", "state": "setup", "load": "setup", "forward": "trials", "judge": "judging",
            "precision": "probes", "fallback": "probes", "buffers": "probes", "memory": "probes", "burst": "probes",
-           "time": "timing", "kept": "judging", "drop": "judging", "same": "judging"}
+           "time": "timing", "kept": "judging", "drop": "judging", "same": "judging", "lend_timed": "setup",
+           "borrow_timed": "setup", "fill": "timing"}
 ROLES = ("candidate", "reference", "harness")
 
 

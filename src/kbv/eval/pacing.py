@@ -15,7 +15,7 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from kbv.protocol import (FIRST_TIMED_CALL, UNTIMED_WORK_FLOOR_MS, UNTIMED_WORK_OWN, UNTIMED_WORK_REL,
                           UNTIMED_WORK_SHARE, baseline_key, timed_call)
@@ -37,6 +37,11 @@ class Pacer:
     round: int
     max_calls: int  # calls one baseline may ask for (estimates, warm-up and timed trials together)
     windows: dict[str, dict[int, float]] = field(default_factory=dict)
+    # puts a timed call's inputs where the worker reads them (the judge's lent slot: kbv.eval.lent_timing) before
+    # the answer goes; True where it did (the answer then holds no seed), False to hand the seed over instead
+    fill: Callable[[str, int, int, str], bool] | None = None
+    fill_error: Exception | None = None  # what ``fill`` raised (the judge's failure, not the worker's): the seed
+    # went over instead, and the caller raises it once the command is over
     _position: int = -1
     _next: int = 0
     _committed: set[tuple[str, int]] = field(default_factory=set)
@@ -71,8 +76,16 @@ class Pacer:
         if index > FIRST_TIMED_CALL and (baseline, index - 1) not in self._committed:
             raise PacingError(f"inputs of timed call {index} asked for before call {index - 1}'s output was committed")
         self._next = index + 1
-        self._open = (baseline, index)
         seed, distribution = self.inputs(baseline, index)
+        if self.fill is not None and index >= FIRST_TIMED_CALL:
+            try:
+                filled = self.fill(baseline, index, seed, distribution)
+            except Exception as exc:  # never blamed on the worker asking (kbv.sandbox.launch kills it for an error)
+                self.fill, self.fill_error, filled = None, exc, False
+            if filled:
+                self._open = (baseline, index)  # the window opens once the inputs are in place
+                return {"lent": True}
+        self._open = (baseline, index)
         return {"seed": seed, "distribution": distribution}
 
     def sent(self) -> None:
@@ -93,10 +106,17 @@ class Pacer:
             self.windows.setdefault(call[0], {})[call[1]] = (at - opened) * 1e3
 
 
-def untimed_ms(windows: dict[int, float], times_ms: list[float]) -> list[float]:
+def untimed_ms(windows: dict[int, float], times_ms: list[float], less: list[Any] | None = None) -> list[float]:
     """Per timed call, its window minus the time its worker reported for it (call ``FIRST_TIMED_CALL + i`` is the
-    ``i``-th reported time); calls without a window are left out."""
-    return [windows[FIRST_TIMED_CALL + i] - t for i, t in enumerate(times_ms) if FIRST_TIMED_CALL + i in windows]
+    ``i``-th reported time) and, where given, minus ``less[i]`` (the reference's own draw and load of the call's
+    inputs, where the candidate's were lent and so put in place before its window opened); calls without a window
+    are left out."""
+    out = []
+    for i, t in enumerate(times_ms):
+        if FIRST_TIMED_CALL + i in windows:
+            extra = less[i] if less is not None and i < len(less) and isinstance(less[i], (int, float)) else 0.0
+            out.append(windows[FIRST_TIMED_CALL + i] - t - float(extra))
+    return out
 
 
 def untimed_excess(reference: list[list[float]], candidate: list[list[float]], reference_ms: float,

@@ -22,11 +22,12 @@ from kbv import envinfo, stats
 from kbv.eval.context import PairContext, ReferenceFailed, failure_dict
 from kbv.eval.correctness import as_float
 from kbv.eval.evidence import PART_OF, Failure
+from kbv.eval.lent_timing import TimedLoan, lends
 from kbv.eval.pacing import Pacer, untimed_excess, untimed_ms
 from kbv.eval.refcache import ReferenceTimingCache, cache_key
 from kbv.protocol import (
     BURST_DEVICE_BOUND, BURST_INPUT_SETS, BURST_MAX_CALLS, BURST_MAX_WALL_OVER_TIMED, BURST_MAX_WALL_SPEEDUP, BURST_MIN_CLAIM, BURST_MIN_CLAIM_CPU,
-    BURST_TARGET_MS, CHANGED_KEPT_MAX, FIRST_TIMED_CALL,
+    BURST_TARGET_MS, CHANGED_KEPT_MAX, FIRST_TIMED_CALL, LENT_CHECKS_KEPT,
     CPU_MEMORY_REPEATS, DEVICE_IN_USE_SLACK_BYTES, DEVICE_IN_USE_SLACK_REL, STAGE_MEMORY_SLACK_BYTES,
     STAGE_MEMORY_SLACK_REL, DISTRIBUTIONS, JUDGED_TIMED_CALLS_PER_PAIR, MEMORY_SLACK_BYTES,
     REFERENCE_REMEASURE_TRIALS, RING_BYTES, RING_DEVICE_FRACTION, TIMED_DISTRIBUTION_WEIGHTS, TIMING_ROUNDS, TIMING_RULES, TIMING_TRUNCATE_FACTOR, timed_call,
@@ -131,6 +132,7 @@ class PerformanceStage:
         # whose draw makes a temporary of the inputs' size) differs between distributions, and on the H200 roles
         # drawn from different keys held 17.9 against 9.36 GB on level1/4's 8 GiB input (h200-2026-12-03)
         self.memory_key = secrets.randbits(63)
+        self.reference_ms: float | None = None  # the reference's least median per call seen (whether to lend inputs)
 
     # -- workers --------------------------------------------------------------------------------------------------
 
@@ -373,18 +375,32 @@ class PerformanceStage:
         roles = ("reference", "candidate")
         kept: list[tuple[int, str, int, Pacer]] = []  # (round, baseline, index, its command) of every kept call
         ref_call_ms: dict[str, float] = {}  # the reference's median per call in this pair, per baseline
+        # the fills run inside the candidate's timing command, on its clock: sent without one of their own
+        fills = TimedLoan(self._direct(reference, deadline), lambda m: self._call(candidate, "candidate", m, deadline))
         try:
             for role in roles:
                 for b in baselines:
                     samples[role][b].append([])
                 if self.ctx.device == "cpu":  # the baseline before any call (see CorrectnessStage._distributions)
                     self.ctx.watch(workers[role], "before the first timed call")
+            decided = False  # whether to lend: once the reference's call time is known, before the candidate's first
+            before: list[tuple[str, dict[int, float], list[float], Any]] = []  # the reference's commands until then
             for round_index in range(TIMING_ROUNDS):
                 order = roles if round_index % 2 == 0 else roles[::-1]
                 for role in order:
                     # the command's key stays here: each call's seed is handed over when the call is due
+                    if role == "candidate" and not decided:
+                        decided = True
+                        known = list(ref_call_ms.values()) or ([self.reference_ms] if self.reference_ms else [])
+                        lend, fills.reason = lends(self.options.lend_timed, self.ctx.device, min(known, default=None))
+                        if lend and fills.open(lambda m: self._call(reference, "reference", m, deadline)):
+                            for b, windows, times, load in before:  # their own loads left out, as from now on
+                                self.untimed["reference"][b][-1] = untimed_ms(windows, times, load)
+                    lent = role == "candidate" and fills.lent  # its timed inputs from the judge's slot
                     pacer = Pacer(secrets.randbits(63), self.names, tuple(baselines), round_index,
-                                  FIRST_TIMED_CALL + TIMING_RULES[self.ctx.device].max_trials + 1)
+                                  FIRST_TIMED_CALL + TIMING_RULES[self.ctx.device].max_trials + 1,
+                                  fill=fills.filler(round_index) if lent else None)
+                    compared_lent = fills.lent  # the reference's own loads are left out of its untimed time
                     msg: dict[str, Any] = {"cmd": "time", "baselines": baselines, "share": share,
                                            "round": round_index}
                     msg["ring_bytes"] = self.ring_bytes  # both roles keep every output: the same work and memory
@@ -400,6 +416,10 @@ class PerformanceStage:
                     t0 = time.monotonic()
                     reply = self._call(workers[role], role, msg, deadline, pacer)
                     elapsed_ms = (time.monotonic() - t0) * 1e3
+                    if pacer.fill_error is not None:  # the judge failed while filling the slot
+                        raise pacer.fill_error
+                    if lent:
+                        fills.close_command()
                     if measure:
                         self._note_stage_memory(role, workers[role].pid, reply, pacer)
                     if role == "reference" and self.ctx.device != "cpu":  # it kept its outputs while timed (the
@@ -418,7 +438,12 @@ class PerformanceStage:
                         self.draft.timing_ms["flush_bytes"] = timing["flush_bytes"]
                         calls += 3 + int(timing["warmup"]) + len(times)
                         reported += sum(times)
-                        self.untimed[role].setdefault(b, []).append(untimed_ms(pacer.windows.get(b, {}), times))
+                        # with the candidate's inputs lent (drawn and loaded before its window opens), the
+                        # reference's own draw and load of each timed call's inputs is left out of its window too
+                        less = timing.get("load_ms") if role == "reference" and compared_lent else None
+                        self.untimed[role].setdefault(b, []).append(untimed_ms(pacer.windows.get(b, {}), times, less))
+                        if role == "reference" and not decided:
+                            before.append((b, pacer.windows.get(b, {}), times, timing.get("load_ms")))
                         self._note_split(role, timing.get("split_ms"))
                         if isinstance(timing.get("profile"), dict):  # KBV_PROFILE_TIMING=1: the first command's
                             self.draft.timing_ms.setdefault("worker_profile", {}).setdefault(role, {}).setdefault(
@@ -427,6 +452,7 @@ class PerformanceStage:
                         if role == "reference":
                             if times:
                                 ref_call_ms[b] = statistics.median(samples[role][b][-1])
+                                self.reference_ms = min(self.reference_ms or math.inf, ref_call_ms[b])
                             continue  # the reference's kept outputs were dropped after its command
                         if timing.get("truncated"):
                             self.truncated = True
@@ -448,12 +474,34 @@ class PerformanceStage:
                             {"role": role, "reported_ms": reported, "wall_ms": elapsed_ms})
                 if self.truncated:
                     break
+            self._note_loan(fills)
             self._judge_timed_outputs(reference, candidate, kept, deadline)
             if pair_index == 0 and not self.truncated:
                 self._burst_check(reference, candidate, samples, deadline)
         finally:
             self.ctx.collect(reference)
             self.ctx.collect(candidate)
+
+    def _direct(self, worker: Worker, deadline: float) -> Callable[[dict[str, Any]], dict[str, Any]]:
+        """Commands to the reference's worker with no clock of their own (made inside another command's)."""
+        def call(msg: dict[str, Any]) -> dict[str, Any]:
+            try:
+                return worker.call(msg, deadline, spin=True)
+            except WorkerFailure as failure:
+                raise ReferenceFailed(failure, "performance") from None
+        return call
+
+    def _note_loan(self, loan: TimedLoan) -> None:
+        """What one process pair's lent timed inputs showed: the flags the judge's read-backs found, and in the
+        record (``timing_ms.lent_inputs``) how many timed calls were lent, per pair, or why none were."""
+        self.ev.see(*loan.seen)
+        record = self.draft.timing_ms.setdefault("lent_inputs", {"calls": [], "not_lent": None})
+        record["calls"].append(loan.calls)
+        if loan.reason and record["not_lent"] is None:
+            record["not_lent"] = loan.reason
+        if loan.findings:
+            found = self.draft.correctness.setdefault("input_use", {}).setdefault("timed_lent", [])
+            found.extend(loan.findings[:max(0, LENT_CHECKS_KEPT - len(found))])
 
     def _note_stage_memory(self, role: str, pid: int | None, reply: dict[str, Any], pacer: Pacer) -> None:
         """After one of the first pair's timing commands: on the CPU the role's resident-set rise since before its

@@ -310,11 +310,12 @@ class Worker:
         return read_tail(self.spec.log_path, LOG_TAIL_CHARS)
 
     def call(self, msg: dict[str, Any], deadline: float, max_bytes: int | None = None,
-             pacer: Pacing | None = None) -> dict[str, Any]:
+             pacer: Pacing | None = None, spin: bool = False) -> dict[str, Any]:
         """Send ``msg`` and return the reply; a reply declaring more than ``max_bytes`` tensor bytes (default
         kbv.protocol.REPLY_BYTES_DEFAULT) is refused before it is allocated: a ``protocol`` failure. ``pacer``
         answers the worker's requests for inputs while the command runs (a request without one, or one it refuses,
-        is a ``protocol`` failure)."""
+        is a ``protocol`` failure). ``spin``: a reply due within a timed call's time (the judge's fills) is polled
+        for as a timing command's requests are (``ASK_SPIN_S``) before this process sleeps."""
         try:
             wire.send(self._conn, msg, deadline)
         except wire.WireTimeout:  # a worker that stopped reading (stopped, or its reader starved)
@@ -322,12 +323,13 @@ class Worker:
             raise WorkerFailure("timeout", "time limit exceeded (the worker stopped reading)", self.log_tail()) from None
         except (BrokenPipeError, OSError):
             raise self._died() from None
-        return self._expect(deadline, max_bytes, pacer)
+        return self._expect(deadline, max_bytes, pacer, spin)
 
-    def _expect(self, deadline: float, max_bytes: int | None = None, pacer: Pacing | None = None) -> dict[str, Any]:
+    def _expect(self, deadline: float, max_bytes: int | None = None, pacer: Pacing | None = None,
+                spin: bool = False) -> dict[str, Any]:
         """The reply to the command in flight; the frames a worker may send before it (a kept output's commitment,
         a request for the next call's inputs) are handled on the way."""
-        spin_s = ask_spin_s(self.spec.device) if pacer is not None else 0.0
+        spin_s = ask_spin_s(self.spec.device) if pacer is not None or spin else 0.0
         while True:
             wire.spin(self._conn, spin_s)  # a timing command: its next request comes within a trial's time
             reply = self._frame(deadline, max_bytes)

@@ -194,6 +194,20 @@ class Lent:
         return {"buffer": wire.Handle(fd, self.kind, "uint8", [self.nbytes], self.nbytes, close_after_send=True),
                 "layout": self.entries}
 
+    def refill(self, args: list[Any]) -> None:
+        """New contents of the same layout (the next timed call's inputs, ``args`` the reference's own draw, which
+        ``check`` compares against); the bands are left as they are (a write into one stays seen). LendError where
+        the inputs do not fit the layout the candidate was sent."""
+        entries, _, _ = layout(args, self.guard)
+        if entries != self.entries:  # values (not in the buffer) were sent with the layout once
+            raise LendError("the next inputs do not fit the slot's layout")
+        for entry, arg, view in zip(self.entries, args, views(self.buffer, self.entries)):
+            if "tensor" in entry:
+                _Tensor.copy_(view, arg)
+        self.args = args
+        if self.buffer.device.type == "cuda":
+            torch.cuda.synchronize(self.buffer.device)
+
     def check(self, reference_mutated: set[int]) -> dict[str, Any]:
         """After the candidate's call: bands that changed (``guard_violations``: input, bytes changed before and
         after it) and inputs that differ from the reference's own (``mutated_inputs``; one the reference itself

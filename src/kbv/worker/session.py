@@ -172,7 +172,13 @@ class Session:
         # wrote into (kbv.worker.lending); the parent runs the next trial's forward while the candidate runs this one
         self.kept: dict[Any, tuple[str, list[Any]]] = {}
         self.lent: dict[Any, tuple[lending.Lent, set[int]]] = {}
-        self.timing_inputs: list[Any] | None = None
+        self.timing_inputs: list[Any] | None = None  # what the timed forward is called on (own buffers or lent)
+        self.own_inputs: list[Any] | None = None  # the buffers this worker loads its own draws into
+        # timed inputs the judge lends (kbv.worker.lending): the reference's slot (it fills it before each of the
+        # candidate's timed calls and reads it back before the next), the candidate's views of it
+        self.timed_lent: lending.Lent | None = None
+        self.timed_slot: list[Any] | None = None
+        self.loads: dict[int, int] = {}  # nanoseconds each call's draw and load took, by call index (one baseline)
         self.rings: dict[Any, list[Any]] = {}  # kept timed outputs until the parent draws the judged ones
         self.digest_ns = 0  # time spent digesting kept outputs (a diagnostic of the timing command's split)
         self.copy_ns = 0  # time spent copying kept outputs (the same)
@@ -443,23 +449,26 @@ class Session:
         return {"buffers": {n: b.detach() for n, b in self.model.named_buffers() if b is not None}}
 
     def _load_timing_buffers(self, contents: list[Any]) -> None:
-        """Copy one call's inputs into the buffers every timed call reads (the first call's inputs become them)."""
-        buffers = self.timing_inputs
+        """Copy one call's inputs into this worker's own buffers (the first call's inputs become them), which the
+        timed forward then reads."""
+        buffers = self.own_inputs
         if buffers is None:
-            self.timing_inputs = contents
-            return
-        with torch.no_grad():
-            for buf, src in zip(buffers, contents):
-                if type(buf) is _Tensor and type(src) is _Tensor and buf.shape == src.shape:
-                    _Tensor.copy_(buf, src)
+            self.own_inputs = buffers = contents
+        else:
+            with torch.no_grad():
+                for buf, src in zip(buffers, contents):
+                    if type(buf) is _Tensor and type(src) is _Tensor and buf.shape == src.shape:
+                        _Tensor.copy_(buf, src)
+        self.timing_inputs = buffers
 
-    def _asked(self, baseline: str) -> Callable[[int], tuple[int, str]]:
+    def _asked(self, baseline: str) -> Callable[[int], tuple[int, str] | None]:
         """Call ``j``'s seed and distribution, asked of the parent when call ``j`` is due (``kbv.eval.pacing``):
         nothing in this process predicts a timed call's inputs before the previous call's output is committed. The
-        untimed calls that come first (estimates and warm-up) are asked for together."""
+        untimed calls that come first (estimates and warm-up) are asked for together. None for a timed call whose
+        inputs the judge lent (``borrow_timed``): the parent answers once they are in the slot."""
         untimed: list[tuple[int, str]] = []
 
-        def inputs_of(index: int) -> tuple[int, str]:
+        def inputs_of(index: int) -> tuple[int, str] | None:
             if self.ask is None:
                 raise RuntimeError("no channel to ask the parent for inputs")
             if index < FIRST_TIMED_CALL:
@@ -473,6 +482,8 @@ class Session:
             answer = self.ask([baseline, index])
             if not isinstance(answer, dict):
                 raise RuntimeError("malformed inputs from the parent")
+            if answer.get("lent") is True and self.timed_slot is not None:
+                return None  # the judge has put this call's inputs in the slot it lent
             return _valid(answer.get("seed"), answer.get("distribution"))
         return inputs_of
 
@@ -483,10 +494,11 @@ class Session:
         key, names = int(msg["key"]), tuple(msg.get("names") or ("D1",))
         return lambda index: timed_call(key, index, names)
 
-    def _timed_call(self, inputs_of: Callable[[int], tuple[int, str]]) -> tuple[Callable[[], Any],
-                                                                             Callable[[int], None]]:
+    def _timed_call(self, inputs_of: Callable[[int], tuple[int, str] | None]) -> tuple[Callable[[], Any],
+                                                                                    Callable[[int], None]]:
         """The timed call, and the untimed step before call ``j`` that draws that call's inputs (seed and
-        distribution from ``inputs_of(j)``) and loads them into the same buffers: no two calls see the same
+        distribution from ``inputs_of(j)``) and loads them into the same buffers, or, where the judge lent this
+        call's inputs (``inputs_of(j)`` is None), points the call at the slot it filled: no two calls see the same
         contents, so no output can be served from a cache, and the reference can redraw any call's inputs to judge
         it."""
         assert self.model is not None
@@ -497,9 +509,55 @@ class Session:
                 return model(*self.timing_inputs)  # type: ignore[misc]
 
         def prepare(index: int) -> None:
-            self._load_timing_buffers(self._inputs(*inputs_of(index)))
+            drawn = inputs_of(index)
+            if drawn is None:
+                self.timing_inputs = self.timed_slot
+            else:
+                t_load = time.perf_counter_ns()
+                self._load_timing_buffers(self._inputs(*drawn))
+                self.loads[index] = time.perf_counter_ns() - t_load
 
         return call, prepare
+
+    def cmd_lend_timed(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Reference role: a slot for the candidate's timed inputs, between guard bands (``kbv.worker.lending``),
+        laid out from a draw of ``seed`` that no timed call uses; replies with its descriptor, or ``lend_error``."""
+        if self.spec["role"] != "reference":
+            raise RuntimeError("lend_timed: reference role only")
+        if self.timed_lent is not None:
+            self.timed_lent.close()
+        self.timed_lent = None
+        try:
+            self.timed_lent = lending.Lent(self._inputs(int(msg["seed"]), "D1"), int(msg["guard_bytes"]),
+                                           int(msg["seed"]), self.device, tuple(self.spec.get("handoff") or ("host",)))
+        except (lending.LendError, handoff.HandoffError, OSError, RuntimeError) as exc:
+            return {"lend_error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+        return {"lent": self.timed_lent.message()}
+
+    def cmd_fill(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Reference role: with ``check``, read the slot back first (what the candidate's last timed call did to
+        its inputs and their bands: ``Lent.check``); with ``seed``, draw the next timed call's inputs and put them
+        in the slot, its work done before the reply."""
+        if self.spec["role"] != "reference" or self.timed_lent is None:
+            raise RuntimeError("fill: no slot lent")
+        found = self.timed_lent.check(set()) if msg.get("check") else None
+        if msg.get("seed") is not None:
+            try:
+                self.timed_lent.refill(self._inputs(int(msg["seed"]), str(msg["distribution"])))
+            except lending.LendError as exc:  # the parent hands this call's seed over instead, and lends no more
+                return {"check": found, "refill_error": str(exc)[:300]}
+        return {"check": found}
+
+    def cmd_borrow_timed(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Candidate role: map the slot the judge lent for timed inputs; its timed calls read views of it."""
+        if self.spec["role"] != "candidate":
+            raise RuntimeError("borrow_timed: candidate role only")
+        lent = msg.get("lent")
+        buffer = lent.get("buffer") if isinstance(lent, dict) else None
+        if type(buffer) is not _Tensor:
+            raise RuntimeError(f"the lent timed inputs could not be mapped: {buffer!r}"[:400])
+        self.timed_slot = lending.views(buffer, lent["layout"])
+        return {}
 
     def _ring(self, name: Any, aliased: list[list[int]]) -> Callable[[int, Any], None]:
         """Keep every timed call's output (a copy taken the moment its trial ends) until the parent draws the
@@ -558,6 +616,7 @@ class Session:
             aliased: list[list[int]] = []
             keep = self._ring(name, aliased) if keep_outputs else None
             self.digest_ns = self.copy_ns = self.ask_ns = 0
+            self.loads = {}
             slow = msg.get("slow_ms")
             with diagnose.profiled(os.environ.get(diagnose.PROFILE_ENV) == "1") as profile:
                 timings[baseline] = timer.time_calls(call, self.device, rule, float(msg.get("share", 1.0)),
@@ -567,6 +626,10 @@ class Session:
                                                      int(msg["ring_bytes"]) if keep_outputs else None,
                                                      warmed=baseline in self.warmed)
             self.warmed.add(baseline)
+            # each timed call's draw and load of its inputs, this worker's own clock (the reference's is left out
+            # of its untimed time where the candidate's inputs were lent: kbv.eval.pacing.untimed_ms)
+            timings[baseline]["load_ms"] = [self.loads.get(FIRST_TIMED_CALL + i, 0) / 1e6
+                                            for i in range(len(timings[baseline]["times_ms"]))]
             split = timings[baseline]["split_ms"]
             split |= {"digest": self.digest_ns / 1e6, "copy": self.copy_ns / 1e6,  # of "keep"
                       "ask": self.ask_ns / 1e6}  # of "prepare", and of the untimed calls' inputs
@@ -786,6 +849,7 @@ def main(conn: Connection, spec: dict[str, Any] | None = None) -> None:
                 "state": session.cmd_state,
                 "load": session.cmd_load, "fallback": session.cmd_fallback, "buffers": session.cmd_buffers, "time": session.cmd_time,
                 "memory": session.cmd_memory, "burst": session.cmd_burst, "kept": session.cmd_kept,
+                "lend_timed": session.cmd_lend_timed, "fill": session.cmd_fill, "borrow_timed": session.cmd_borrow_timed,
                 "drop": session.cmd_drop, "same": session.cmd_same}
     # A kept output's commitment leaves with the next request for inputs (the next trial cannot start without one),
     # or alone at the command's end: one frame per timed call instead of two.
@@ -817,8 +881,11 @@ def main(conn: Connection, spec: dict[str, Any] | None = None) -> None:
         wire.send(conn, _error(exc))
         os._exit(1)
     wire.send(conn, {"ok": True, "pid": os.getpid(), "isolation": isolation, "cuda_init_s": cuda_init_s})
+    last_cmd = None
     while True:
         try:
+            if last_cmd == "fill":  # the judge filling a lent slot call by call: the next fill comes within a trial
+                wire.spin(conn, spin_s)
             conn.poll(None)  # the next command's first bytes: its receipt (descriptors imported) is timed from here
             t_receive = time.perf_counter_ns()
             msg = wire.recv(conn)
@@ -827,8 +894,12 @@ def main(conn: Connection, spec: dict[str, Any] | None = None) -> None:
             os._exit(0)
         if msg.get("cmd") == "exit":
             os._exit(0)
+        last_cmd = msg.get("cmd")
         try:
-            reply = {"ok": True, **handlers[msg["cmd"]](msg), "tamper": session.integrity.changes()}
+            # the judge's fills, one per timed call of the candidate, skip the tamper snapshot (about 0.3 ms): the
+            # reference's worker runs no candidate code, and its snapshot is taken again with its next command
+            tamper = [] if last_cmd == "fill" else session.integrity.changes()
+            reply = {"ok": True, **handlers[msg["cmd"]](msg), "tamper": tamper}
             # copied out (to host, or to a shared buffer) now, inside the error handling
             if state_role and msg.get("cmd") in STATE_COMMANDS:
                 header, tensors = wire.split(reply, handoff=True, host=True)
