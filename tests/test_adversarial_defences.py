@@ -373,13 +373,14 @@ def test_set_num_threads_second_forward_raises_the_thread_count():
 # The timing loop (defence: fresh keys, every distribution, every output kept, the judged ones drawn by the parent)
 
 
-def candidate_session(name: str):
+def candidate_session(name: str, device: str = "cpu"):
     """Today's worker Session for the ReLU problem and a fixture, in this process (no worker process)."""
     from kbv.worker.session import Session
 
     problem = load_problem(RELU)
-    session = Session({"device": "cpu", "precision": "fp32", "problem_path": str(RELU), "profile": "small",
-                       "role": "candidate", "mode": problem.mode, "candidate_path": str(CANDIDATES / f"{name}.py")})
+    session = Session({"device": device, "precision": "fp32", "problem_path": str(RELU), "profile": "small",
+                       "role": "candidate", "mode": problem.mode, "candidate_path": str(CANDIDATES / f"{name}.py"),
+                       "handoff": ["host", "cuda"]})
     session.cmd_setup({"init_seed": 1})
     return session
 
@@ -408,12 +409,12 @@ def timing_command(session, key: int, round_index: int = 0, baselines: tuple[str
     return reply, pacer
 
 
-def reference_session():
+def reference_session(device: str = "cpu"):
     """Today's worker Session for the ReLU problem in the reference's role (the judge), in this process."""
     from kbv.worker.session import Session
 
-    return Session({"device": "cpu", "precision": "fp32", "problem_path": str(RELU), "profile": "small",
-                    "role": "reference", "mode": load_problem(RELU).mode})
+    return Session({"device": device, "precision": "fp32", "problem_path": str(RELU), "profile": "small",
+                    "role": "reference", "mode": load_problem(RELU).mode, "handoff": ["host", "cuda"]})
 
 
 def lent_timing(candidate, judge):
@@ -424,7 +425,7 @@ def lent_timing(candidate, judge):
 
     def to_candidate(msg: dict) -> dict:
         handle = msg["lent"]["buffer"]
-        buffer = lending.borrow(handle.kind, os.dup(handle.fd), handle.nbytes, "cpu")
+        buffer = lending.borrow(handle.kind, os.dup(handle.fd), handle.nbytes, candidate.device)
         handle.close()
         return candidate.cmd_borrow_timed({**msg, "lent": {**msg["lent"], "buffer": buffer}})
 
@@ -472,6 +473,19 @@ def test_timed_inputs_lent_by_the_judge_show_the_write():
     timing_command(honest, 4321, fill=honest_loan.filler(0))
     honest_loan.close_command()
     assert honest_loan.calls > 0 and not honest_loan.seen
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_timed_inputs_lent_on_the_gpu_show_the_write():
+    """The same on CUDA: the slot is a VMM allocation the judge reads back; the fixture's in-place writes while timed
+    are input_mutated, an honest kernel's slot reads back unchanged."""
+    for name, mutated in (("timed_inplace_blind", True), ("correct_torch", False)):
+        session = candidate_session(name, "cuda")
+        loan = lent_timing(session, reference_session("cuda"))
+        timing_command(session, 4321, fill=loan.filler(0))
+        loan.close_command()
+        assert loan.calls > 0 and ("input_mutated" in loan.seen) is mutated, name
 
 
 def timed_and_kept(session, key: int = 12345) -> list[tuple[int, str, torch.Tensor, torch.Tensor]]:

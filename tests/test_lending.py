@@ -146,3 +146,25 @@ def test_lent_inputs_on_the_gpu_are_shared_device_memory() -> None:
     assert check["mutated_inputs"] == [2]
     del views, flat, buffer
     lent.close()
+
+
+def test_a_refilled_slot_is_compared_with_its_latest_contents() -> None:
+    """The timed inputs' slot (kbv.eval.lent_timing): ``refill`` puts the next call's draw in the same layout and
+    ``check`` compares against it, a band written before stays seen; inputs of another layout are refused."""
+    lent = lending.Lent([torch.rand(64, 33), 5], 65536, seed=1, device="cpu", kinds=("host",))
+    msg = lent.message()
+    handle = msg["buffer"]
+    views = lending.views(lending.borrow(handle.kind, os.dup(handle.fd), handle.nbytes, "cpu"), msg["layout"])
+    handle.close()
+    nxt = [torch.rand(64, 33), 5]
+    lent.refill(nxt)
+    assert torch.equal(views[0], nxt[0]) and lent.check(set()) == {"guard_violations": [], "mutated_inputs": []}
+    views[0][3, 4] += 1.0  # the candidate's call writes into its input
+    assert lent.check(set())["mutated_inputs"] == [0]
+    lent.refill([torch.rand(64, 33), 5])
+    assert lent.check(set())["mutated_inputs"] == []  # the next call's contents
+    with pytest.raises(lending.LendError):
+        lent.refill([torch.rand(64, 34), 5])
+    with pytest.raises(lending.LendError):
+        lent.refill([torch.rand(64, 33), 6])  # a value the candidate was sent once, with the layout
+    lent.close()
