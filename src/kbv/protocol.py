@@ -222,10 +222,11 @@ GUARD_BYTES: Final = 64 * 1024
 # timed_lent); the flag needs one.
 LENT_CHECKS_KEPT: Final = 8
 # The candidate's timed inputs are lent by the judge (kbv.eval.lent_timing) where the reference's median call takes at
-# least this long on the device (KBV_LEND_TIMED=1 or 0: always or never). On this project's 2-core CPU, lending
-# slowed the reference as its own candidate to a speedup of 0.36-0.56 at 25-50 us per call and left it within noise
-# at about 1 ms (docs/results/cpu-2026-12-04); on a GPU not yet measured: never by default.
-LEND_TIMED_MIN_MS: Final[dict[str, float | None]] = {"cpu": 1.0, "cuda": None}
+# least this long on the device; None: never by default (KBV_LEND_TIMED=1 or 0: always or never). On this project's
+# 2-core CPU lending slowed the reference as its own candidate: a speedup of 0.36-0.56 at 25-50 us per call, 0.66-0.88
+# on level3/3_TransformerBlock at 1.35 ms (0.91-1.29 without), within the noise on an 8 MiB ReLU at 1 ms and
+# level3/4_GRU at 4 ms (docs/results/cpu-2026-12-04); on a GPU not yet measured. Set a figure from such a comparison.
+LEND_TIMED_MIN_MS: Final[dict[str, float | None]] = {"cpu": None, "cuda": None}
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ def lends(option: bool | None, device: str, reference_ms: float | None) -> tuple
         return option, None if option else "off (KBV_LEND_TIMED=0)"
     least = LEND_TIMED_MIN_MS.get("cuda" if device.startswith("cuda") else "cpu")
     if least is None:
-        return False, f"not by default on {device} (not yet measured there; KBV_LEND_TIMED=1 lends them)"
+        return False, f"not by default on {device} (LEND_TIMED_MIN_MS; KBV_LEND_TIMED=1 lends them)"
     if reference_ms is None or reference_ms < least:
         return False, (f"the reference's call ({reference_ms if reference_ms is None else round(reference_ms, 4)} ms) "
                        f"is under LEND_TIMED_MIN_MS ({least} ms) on {device} (KBV_LEND_TIMED=1 lends them)")
