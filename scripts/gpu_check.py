@@ -270,6 +270,7 @@ def stage_bench(out: Path, args: argparse.Namespace) -> None:
                     "    return [torch.rand(batch_size, dim)]\n\n\ndef get_init_inputs():\n    return []\n")
     fixed = ["--problems", str(relu.parent.parent), "--reference", "--device", "cuda"]
     runs = [("bench-fixed", fixed), ("bench-fixed-open", fixed), ("bench-fixed-noseccomp", fixed),
+            ("bench-fixed-lent", fixed), ("bench-fixed-unlent", fixed),
             ("bench-reward", ["--problems", str(args.kb_dir), "--levels", args.levels or "1,2",
                               "--limit", str(args.bench_limit), *(["--ids", args.bench_ids] if args.bench_ids else []),
                               "--candidates", str(ROOT / "benchmarks" / "kernels" / "kernelbench"),
@@ -283,6 +284,8 @@ def stage_bench(out: Path, args: argparse.Namespace) -> None:
             env["KBV_SANDBOX"] = "off"
         if name == "bench-fixed-noseccomp":
             env["KBV_SANDBOX_DISABLE"] = "seccomp"
+        if name in ("bench-fixed-lent", "bench-fixed-unlent"):  # the candidate's timed inputs lent by the judge or
+            env["KBV_LEND_TIMED"] = "1" if name == "bench-fixed-lent" else "0"  # not: what lending costs the timings
         with (out / f"{name}.log").open("w") as log:
             subprocess.run([sys.executable, str(ROOT / "benchmarks" / "pair_cost.py"), *extra,
                             "--out", str(out / name)], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
@@ -401,7 +404,8 @@ def main() -> int:
     ap.add_argument("--preset", default=None, help="kernelbench: a rule preset (reward)")
     ap.add_argument("--bench-limit", type=int, default=50, help="bench: pairs of the reward-preset batch")
     ap.add_argument("--bench-runs", default="fixed,reward", help="bench: which of fixed,fixed-open "
-                    "(no sandbox),fixed-noseccomp,reward to run")
+                    "(no sandbox),fixed-noseccomp,fixed-lent,fixed-unlent (KBV_LEND_TIMED=1 or 0: the self-speedup "
+                    "with and without the judge's lent timed inputs),reward to run")
     ap.add_argument("--bench-ids", default=None, help="bench: the reward batch's problems as id ranges per level, "
                     "e.g. 1:1-30,2:1-20 (the custom kernels of benchmarks/kernels where they exist, else the reference)")
     ap.add_argument("--builds-n", type=int, default=16, help="builds: distinct CUDA candidates to build")

@@ -388,7 +388,6 @@ class PerformanceStage:
             for round_index in range(TIMING_ROUNDS):
                 order = roles if round_index % 2 == 0 else roles[::-1]
                 for role in order:
-                    # the command's key stays here: each call's seed is handed over when the call is due
                     if role == "candidate" and not decided:
                         decided = True
                         known = list(ref_call_ms.values()) or ([self.reference_ms] if self.reference_ms else [])
@@ -397,6 +396,7 @@ class PerformanceStage:
                             for b, windows, times, load in before:  # their own loads left out, as from now on
                                 self.untimed["reference"][b][-1] = untimed_ms(windows, times, load)
                     lent = role == "candidate" and fills.lent  # its timed inputs from the judge's slot
+                    # the command's key stays here: each call's seed is handed over when the call is due
                     pacer = Pacer(secrets.randbits(63), self.names, tuple(baselines), round_index,
                                   FIRST_TIMED_CALL + TIMING_RULES[self.ctx.device].max_trials + 1,
                                   fill=fills.filler(round_index) if lent else None)
