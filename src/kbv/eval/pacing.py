@@ -76,16 +76,14 @@ class Pacer:
         if index > FIRST_TIMED_CALL and (baseline, index - 1) not in self._committed:
             raise PacingError(f"inputs of timed call {index} asked for before call {index - 1}'s output was committed")
         self._next = index + 1
+        self._open = (baseline, index)  # its window opens when the answer has gone (``sent``): after any fill
         seed, distribution = self.inputs(baseline, index)
         if self.fill is not None and index >= FIRST_TIMED_CALL:
             try:
-                filled = self.fill(baseline, index, seed, distribution)
+                if self.fill(baseline, index, seed, distribution):
+                    return {"lent": True}
             except Exception as exc:  # never blamed on the worker asking (kbv.sandbox.launch kills it for an error)
-                self.fill, self.fill_error, filled = None, exc, False
-            if filled:
-                self._open = (baseline, index)  # the window opens once the inputs are in place
-                return {"lent": True}
-        self._open = (baseline, index)
+                self.fill, self.fill_error = None, exc
         return {"seed": seed, "distribution": distribution}
 
     def sent(self) -> None:
