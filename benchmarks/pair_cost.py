@@ -35,23 +35,32 @@ from kbv.records import read_records  # noqa: E402
 
 
 LARGE_OUTPUT_BYTES = 256 * 2**20  # issue 13's large-output goal: outputs of at least this much
+START_PARTS = ("process_start", "cuda_init", "setup", "process_exit")  # a correctness stage's per-pair costs
 
 
 def large_output(record: dict) -> dict | None:
     """Issue 13's large-output figure for a record whose one forward's outputs reach ``LARGE_OUTPUT_BYTES``: its
-    correctness stage's seconds, all trials and probes, less its forward passes, per GiB of one forward's outputs.
-    The forward passes are each role's own clock around its correctness forwards (``correctness.forward_ms``); the
-    larger of the two roles' sums is taken off, never both (trials are pipelined: the roles' forwards may overlap),
-    so the figure leans high. None for smaller outputs or a record without the figures."""
+    correctness stage's seconds, all trials and probes, less its forward passes and less the time it waited for
+    another pair to leave the GPU (``--gpu-share``: not this pair's cost), per GiB of one forward's outputs
+    (``s_per_gib``); ``s_per_gib_less_start`` also takes off the stage's per-pair costs that no output size changes
+    (its processes' start and exit, CUDA's initialisation, the workers' set-up). The forward passes are each role's
+    own clock around its correctness forwards (``correctness.forward_ms``); the larger of the two roles' sums is
+    taken off, never both (trials are pipelined: the roles' forwards may overlap), so the figures lean high. None
+    for smaller outputs or a record without the figures."""
     correctness = record.get("correctness") or {}
     out_bytes, forwards = correctness.get("output_bytes"), correctness.get("forward_ms") or {}
-    seconds = (record.get("wall_seconds") or {}).get("correctness")
+    wall = record.get("wall_seconds") or {}
+    seconds = wall.get("correctness")
     if not isinstance(out_bytes, int) or out_bytes < LARGE_OUTPUT_BYTES or not isinstance(seconds, (int, float)):
         return None
     forward_s = max((float(f.get("ms", 0.0)) for f in forwards.values() if isinstance(f, dict)), default=0.0) / 1e3
+    waited = float(wall.get("correctness/waiting_for_gpu") or 0.0)
+    start = sum(float(wall.get(f"correctness/{part}") or 0.0) for part in START_PARTS)
     gib = out_bytes / 2**30
-    return {"output_gib": round(gib, 3), "correctness_s": round(seconds, 3), "forwards_s": round(forward_s, 3),
-            "s_per_gib": round(max(0.0, seconds - forward_s) / gib, 3)}
+    own = max(0.0, seconds - waited - forward_s)
+    return {"output_gib": round(gib, 3), "correctness_s": round(seconds, 3), "waited_s": round(waited, 3),
+            "forwards_s": round(forward_s, 3), "start_s": round(start, 3), "s_per_gib": round(own / gib, 3),
+            "s_per_gib_less_start": round(max(0.0, own - start) / gib, 3)}
 
 
 def select(problems: str, only: str | None, levels: str | None, ids: str | None = None) -> list:
@@ -174,9 +183,16 @@ def main() -> int:
         for k, v in row["breakdown"].items():
             parts.setdefault(k, []).append(float(v))
     summary["breakdown_median_s"] = {k: round(statistics.median(v), 3) for k, v in sorted(parts.items())}
-    per_gib = [row["large_output"]["s_per_gib"] for row in rows if row["large_output"]]
-    summary["large_output_s_per_gib"] = ({"pairs": len(per_gib), "max": max(per_gib),
-                                          "median": round(statistics.median(per_gib), 3)} if per_gib else None)
+    for key in ("s_per_gib", "s_per_gib_less_start"):
+        per_gib = [row["large_output"][key] for row in rows if row["large_output"]]
+        summary[f"large_output_{key}"] = ({"pairs": len(per_gib), "max": max(per_gib),
+                                           "median": round(statistics.median(per_gib), 3)} if per_gib else None)
+    large = [row["large_output"] for row in rows if row["large_output"]]
+    if len({item["output_gib"] for item in large}) > 1:  # what one more GiB costs: the pairs' own seconds on their size
+        fit = statistics.linear_regression([item["output_gib"] for item in large],
+                                           [item["s_per_gib"] * item["output_gib"] for item in large])
+        summary["large_output_fit"] = {"pairs": len(large), "s_per_extra_gib": round(fit.slope, 3),
+                                       "s_at_zero": round(fit.intercept, 3)}
     (args.out / "pair_cost.json").write_text(json.dumps(summary, indent=1))
     print(json.dumps({k: v for k, v in summary.items() if k != "rows"}, indent=1))
     return 0

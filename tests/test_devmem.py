@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -91,3 +92,30 @@ def test_a_childs_allocation_is_counted_by_the_parent() -> None:
             idle.communicate("")
     finally:
         child.communicate("")
+
+
+def test_a_watch_keeps_each_processs_peak_and_their_largest_sum_at_one_sample() -> None:
+    """The correctness stage's device-memory figure: per role the most it held, and the most both held at once
+    (not the sum of two peaks reached at different times); None where NVML cannot be read."""
+    readings = iter([{1: 10, 2: 0}, {1: 50, 2: 5}, {1: 5, 2: 40}])
+    stop = threading.Event()
+
+    def read(pids):
+        try:
+            return next(readings)
+        except StopIteration:
+            stop.set()
+            return {1: 0, 2: 0}
+
+    with devmem.Watch({"reference": 1, "candidate": 2}, period=0.001, read=read) as watch:
+        assert stop.wait(5)
+    assert watch.result() == {"held_max": {"reference": 50, "candidate": 40}, "together_max": 55,
+                              "samples": watch.samples}
+    with devmem.Watch({"reference": 1}, read=lambda pids: None) as blind:
+        pass
+    assert blind.result() is None
+    trees = {1: [1, 11], 2: [2, 21]}  # a sandboxed worker's CUDA runs in an inner process: its tree is counted
+    with devmem.Watch({"reference": 1, "candidate": 2}, read=lambda pids: {p: p for p in pids},
+                      tree=trees.__getitem__) as nested:
+        pass
+    assert nested.result()["held_max"] == {"reference": 12, "candidate": 23}

@@ -295,6 +295,13 @@ def _run_with_correctness(monkeypatch, outcomes, gate):
             self.ctx.evidence.standard_d1 = [True]
             return
         role, message = outcome
+        if role == "judge":  # the judge could not take the candidate's output: the distribution fails
+            self.ctx.draft.correctness["distributions"] = {"D1": {"status": "passed"},
+                                                           "D2": {"status": "failed", "reason": message}}
+            self.ctx.evidence.distributions = {"D1": "passed", "D2": "failed"}
+            self.ctx.evidence.d1_complete = True
+            self.ctx.evidence.standard_d1 = [True]
+            return
         if role == "reference":
             raise ReferenceFailed(WorkerFailure("error", message), "correctness")
         self.ctx.evidence.fail(Failure("correctness", "candidate", "error", {"stage": "correctness", "kind": "error",
@@ -326,6 +333,25 @@ def test_out_of_memory_with_the_gpu_to_itself_stands(monkeypatch):
     assert record.verdict == "runtime_error" and "out of memory" in record.error["message"]
 
 
+HANDOFF_OOM = ("output 0 is a output handoff failed: HandoffError: OutOfMemoryError: CUDA out of memory. Tried to "
+               "allocate 4.00 GiB., not exactly a torch.Tensor")
+
+
+def test_a_judge_out_of_memory_for_the_candidates_output_beside_other_pairs_runs_again(monkeypatch):
+    """On the H200 (2026-12-04, --gpu-share 4) the judge could not import a correct level1/9's 4 GiB output while
+    other pairs held the memory, and the pair was recorded incorrect. Beside other pairs it runs again alone; with
+    the GPU to itself the same failure stands (the output is judged wrong)."""
+    modes, record = _run_with_correctness(monkeypatch, [("judge", HANDOFF_OOM), None], DeviceGate())
+    assert modes == ["shared", "exclusive"] and record.verdict == "correct"
+    assert "OutOfMemoryError" in record.env["correctness_rerun"]["message"]
+    modes, record = _run_with_correctness(monkeypatch, [("judge", HANDOFF_OOM), ("judge", HANDOFF_OOM)],
+                                          DeviceGate())
+    assert modes == ["shared", "exclusive"] and record.verdict == "incorrect"
+    modes, record = _run_with_correctness(monkeypatch, [("judge", "output 0 differs: max abs error 3.0"), None],
+                                          DeviceGate())
+    assert modes == ["shared"] and record.verdict == "incorrect"  # a wrong output is not retried
+
+
 @pytest.mark.parametrize("gate", [None, DeviceGate()])
 def test_other_failures_and_unshared_gpus_get_no_second_run(monkeypatch, gate):
     modes, record = _run_with_correctness(monkeypatch, [("candidate", "ValueError: bad shape"), None], gate)
@@ -333,3 +359,4 @@ def test_other_failures_and_unshared_gpus_get_no_second_run(monkeypatch, gate):
     if gate is None:
         modes, record = _run_with_correctness(monkeypatch, [("candidate", OOM), None], None)
         assert modes == ["none"] and record.verdict == "runtime_error"
+

@@ -31,10 +31,20 @@ def pair() -> tuple[Connection, Connection]:
     return Connection(a.detach()), Connection(b.detach())
 
 
-def relay(reply: dict[str, Any], codec: handoff.Codec, deadline: float | None = None) -> tuple[Any, Any]:
+def high_pair() -> tuple[Connection, Connection]:
+    """A socket pair on descriptors above 1023, which ``select()`` refuses (a parent with many pairs in flight)."""
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    high = [fcntl.fcntl(sock.fileno(), fcntl.F_DUPFD_CLOEXEC, 1500) for sock in (a, b)]
+    a.close()
+    b.close()
+    return Connection(high[0]), Connection(high[1])
+
+
+def relay(reply: dict[str, Any], codec: handoff.Codec, deadline: float | None = None,
+          make_pair: Any = pair) -> tuple[Any, Any]:
     """Candidate worker -> parent -> judge, as kbv does it: what the parent holds and what the judge gets."""
-    cand_end, parent_from_cand = pair()
-    parent_to_judge, judge_end = pair()
+    cand_end, parent_from_cand = make_pair()
+    parent_to_judge, judge_end = make_pair()
     wire.use_codec(codec)  # the candidate worker
     wire.send_parts(cand_end, *wire.split(reply, handoff=True), deadline=deadline)
     wire.use_codec(None)  # the parent
@@ -63,6 +73,23 @@ def test_a_large_output_reaches_the_judge_as_a_descriptor_the_parent_never_reads
     assert not hasattr(handles[0], "numpy") and not isinstance(handles[0], torch.Tensor)
     assert torch.equal(got["outputs"][0]["tensor"], out) and torch.equal(got["outputs"][1]["tensor"], small)
     assert got["outputs"][0]["tensor"].data_ptr() != out.data_ptr()
+
+
+def test_descriptors_above_1023_are_waited_on_too(codec):
+    """On the H200 (2026-12-04) timing stages failed with "filedescriptor out of range in select()" once a parent
+    with eight pairs in flight held more than 1024 descriptors: waits use poll."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 2048:
+        pytest.skip("the hard open-file limit is below 2048")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 2048), hard))
+    try:
+        out = big()
+        _, got = relay({"outputs": [{"tensor": out}]}, codec, time.monotonic() + 60, make_pair=high_pair)
+        assert torch.equal(got["outputs"][0]["tensor"], out)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
 def test_without_handoff_the_same_output_travels_through_the_pipe(codec):

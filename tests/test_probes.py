@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 
 from conftest import problem_path
 from kbv.problems.candidates import Candidate, Pair
@@ -72,3 +73,26 @@ def test_strict_precision_rejects_low_precision(tmp_path, monkeypatch) -> None:
     monkeypatch.setitem(globals(), "CASES", {"fp16_internal_matmul.py": "level1/1_Square_Matmul"})
     r = _run(tmp_path, strict_precision=True)["fp16_internal_matmul.py"]
     assert r["verdict"] == "rejected" and "low_precision" in r["flags"]
+
+
+def test_the_precision_error_summed_in_chunks_is_the_whole_outputs_error() -> None:
+    """The judge sums the float64 error a chunk at a time (a whole float64 copy per step reserved 94.5 GiB for a
+    6 GiB output on the H200): the same figure as over the whole output, non-finite reference values skipped, a NaN
+    in the candidate infinitely wrong, an all-zero reference zero or infinite."""
+    from kbv.worker.precision import relative_l2
+
+    g = torch.Generator().manual_seed(0)
+    exact = torch.randn(1000, 37, generator=g, dtype=torch.float64)
+    x = (exact + 1e-3 * torch.randn(1000, 37, generator=g, dtype=torch.float64)).float()
+    exact[3, 4], exact[5, 5] = float("inf"), float("nan")
+    finite = torch.isfinite(exact)
+    whole = float(torch.linalg.vector_norm(torch.where(finite, x.double() - exact, 0.0))
+                  / torch.linalg.vector_norm(torch.where(finite, exact, 0.0)))
+    for chunk in (7, 1000, 37000, 2**26):
+        assert relative_l2(x, exact, chunk) == pytest.approx(whole, rel=1e-12)
+    x[0, 0] = float("nan")
+    assert relative_l2(x, exact, 13) == float("inf")
+    assert relative_l2(torch.zeros(5), torch.zeros(5), 2) == 0.0
+    assert relative_l2(torch.ones(5), torch.zeros(5), 2) == float("inf")
+    assert relative_l2(torch.ones(5), torch.full((5,), float("inf")), 2) is None
+    assert relative_l2(torch.ones(5, dtype=torch.int32), torch.ones(5, dtype=torch.int32)) is None

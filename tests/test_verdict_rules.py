@@ -389,6 +389,17 @@ def test_clock_check_agrees_with_the_burst_for_an_honest_kernel_with_more_host_w
     assert "wall_clock_mismatch" not in ctx.evidence.observed
 
 
+def test_the_timing_stage_keeps_the_correctness_stages_memory_figure(fake, tmp_path) -> None:
+    """The correctness stage's device-memory figure (``memory_bytes.correctness_stage``) is still in the record
+    after the timing stage writes its own memory figures (it replaced the whole field on the H200)."""
+    fake.scripts = {"reference": timing_script(1.0, host_ms=0.0), "candidate": timing_script(1.0, host_ms=0.0)}
+    ctx = context(tmp_path, timing_pairs=1, protocol="verified")
+    stage_figure = {"held_max": {"reference": 3, "candidate": 2}, "together_max": 5, "samples": 4, "expected": 6}
+    ctx.draft.memory_bytes["correctness_stage"] = stage_figure
+    performance.PerformanceStage(ctx).run()
+    assert ctx.draft.memory_bytes["correctness_stage"] == stage_figure and "candidate_peak" in ctx.draft.memory_bytes
+
+
 def test_clock_check_flags_a_claim_the_burst_does_not_show(fake, tmp_path) -> None:
     fake.scripts = {"reference": timing_script(1.0, host_ms=0.0), "candidate": timing_script(0.25, host_ms=0.0)}
 
@@ -1208,9 +1219,11 @@ def test_each_roles_correctness_forwards_are_summed_beside_the_outputs_size(fake
     assert notes["output_bytes"] == 8
     record = {"correctness": {"output_bytes": 2**30, "forward_ms": {"reference": {"ms": 400.0},
                                                                    "candidate": {"ms": 700.0}}},
-              "wall_seconds": {"correctness": 1.5}}
-    assert pair_cost.large_output(record) == {"output_gib": 1.0, "correctness_s": 1.5, "forwards_s": 0.7,
-                                              "s_per_gib": 0.8}
+              "wall_seconds": {"correctness": 2.5, "correctness/waiting_for_gpu": 1.0,
+                               "correctness/cuda_init": 0.3, "correctness/process_start": 0.1}}
+    assert pair_cost.large_output(record) == {"output_gib": 1.0, "correctness_s": 2.5, "waited_s": 1.0,
+                                              "forwards_s": 0.7, "start_s": 0.4, "s_per_gib": 0.8,
+                                              "s_per_gib_less_start": 0.4}
     assert pair_cost.large_output({**record, "correctness": {**record["correctness"], "output_bytes": 2**20}}) is None
 
 

@@ -225,7 +225,9 @@ LENT_CHECKS_KEPT: Final = 8
 # least this long on the device; None: never by default (KBV_LEND_TIMED=1 or 0: always or never). On this project's
 # 2-core CPU lending slowed the reference as its own candidate: a speedup of 0.36-0.56 at 25-50 us per call, 0.66-0.88
 # on level3/3_TransformerBlock at 1.35 ms (0.91-1.29 without), within the noise on an 8 MiB ReLU at 1 ms and
-# level3/4_GRU at 4 ms (docs/results/cpu-2026-12-04); on a GPU not yet measured. Set a figure from such a comparison.
+# level3/4_GRU at 4 ms (docs/results/cpu-2026-12-04); on the H200 it sped it up at a few microseconds per call
+# (64x2048 ReLU: 1.75-2.20 lent, 1.02-1.12 not; docs/results/h200-2026-12-04), longer calls not yet measured. Set a
+# figure from such a comparison.
 LEND_TIMED_MIN_MS: Final[dict[str, float | None]] = {"cpu": None, "cuda": None}
 
 
@@ -238,6 +240,9 @@ class PrecisionCheck:
 # Error = ||out - out64||_2 / ||out64||_2 against the reference run in float64 on the same inputs (one D1 trial).
 PRECISION_CHECK: Final = {"fp32": PrecisionCheck(factor=5.0, floor=1e-5),
                           "bf16": PrecisionCheck(factor=5.0, floor=4e-3)}
+# The error is summed this many elements at a time (64 Mi: 512 MiB of float64 per chunk) so the judge does not hold
+# float64 copies of a whole output (kbv.worker.precision.relative_l2).
+PRECISION_CHUNK: Final = 2**26
 
 # ---------------------------------------------------------------------------------------------------------------
 # Timing rules (CUDA events with a device-wide synchronize before the end event; perf_counter_ns on CPU).

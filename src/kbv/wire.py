@@ -228,6 +228,14 @@ def send_parts(conn: Connection, header: bytes, tensors: list[Any], deadline: fl
                 h.close()
 
 
+def _ready(fd: int, event: int, timeout: float) -> bool:
+    """Whether ``fd`` is ready for ``event`` within ``timeout`` seconds: poll, not select, which refuses
+    descriptors above 1023 (a parent with many pairs in flight holds more: seen on the H200)."""
+    poller = select.poll()
+    poller.register(fd, event)
+    return bool(poller.poll(max(0.0, timeout) * 1000))
+
+
 def _send_handles(fd: int, handles: list[Handle], deadline: float | None) -> None:
     """The descriptors frame: one byte with every handle's descriptor attached (SCM_RIGHTS)."""
     sock = socket.socket(fileno=fd)
@@ -239,14 +247,14 @@ def _send_handles(fd: int, handles: list[Handle], deadline: float | None) -> Non
                 break
             except BlockingIOError:
                 remaining = (deadline - time.monotonic()) if deadline is not None else 1.0
-                if remaining <= 0 or not select.select([], [fd], [], remaining)[1]:
+                if remaining <= 0 or not _ready(fd, select.POLLOUT, remaining):
                     raise WireTimeout("the receiver stopped reading") from None
         rest = memoryview(_HANDLE_FRAME)[sent:]
         while rest:
             try:
                 rest = rest[os.write(fd, rest):]
             except BlockingIOError:
-                select.select([], [fd], [], 1.0)
+                _ready(fd, select.POLLOUT, 1.0)
     finally:
         sock.detach()
 
@@ -365,7 +373,7 @@ def _recv_handles(fd: int, wanted: int, deadline: float | None) -> list[int]:
     """The descriptors frame: exactly ``wanted`` descriptors on one byte, or WireError (any received are closed)."""
     if deadline is not None:
         remaining = deadline - time.monotonic()
-        if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+        if remaining <= 0 or not _ready(fd, select.POLLIN, remaining):
             raise WireTimeout("the sender stopped part-way through a message")
     sock = socket.socket(fileno=fd)
     try:

@@ -22,7 +22,7 @@ from kbv.eval.context import PairContext, ReferenceFailed, failure_dict
 from kbv.eval.evidence import PART_OF, Failure
 from kbv.eval.params import map_parameters
 from kbv.protocol import DISTRIBUTIONS, GUARD_BYTES, PIPELINE_MAX_BYTES, POISON_BYTES, PRECISION_CHECK, TOLERANCES
-from kbv.sandbox import observe
+from kbv.sandbox import devmem, observe
 from kbv.sandbox.launch import Worker, WorkerFailure
 
 Call = Callable[[Worker, dict[str, Any]], dict[str, Any]]
@@ -105,6 +105,10 @@ class CorrectnessStage:
                 reply = worker.call(msg, time.monotonic() + self.options.timeout)
         except WorkerFailure as failure:
             raise ReferenceFailed(failure, "correctness") from None
+        held = reply.get("device_memory")
+        if isinstance(held, list) and len(held) == 2 and all(isinstance(b, int) for b in held):
+            most = self.notes.setdefault("judge_memory", {}).setdefault(str(msg.get("cmd")), [0, 0])
+            most[:] = [max(most[0], held[0]), max(most[1], held[1])]  # a diagnostic: what each command left held
         if msg.get("cmd") == "setup":
             self.ctx.split_cuda_init("correctness", reply)
         elif msg.get("cmd") == "judge":
@@ -200,7 +204,10 @@ class CorrectnessStage:
             except WorkerFailure as exc:
                 failure = exc
             else:
-                with candidate:
+                pids = {"reference": reference.pid, "candidate": candidate.pid}
+                watch = devmem.Watch({r: p for r, p in pids.items() if p is not None}, tree=observe.tree) if (
+                    ctx.device == "cuda" and devmem.available()) else None
+                with candidate, watch or nullcontext():
                     try:
                         self._setup(reference, candidate)
                         first_d1 = self._distributions(reference, candidate, per_dist, seeds)
@@ -219,6 +226,10 @@ class CorrectnessStage:
                         ctx.collect(reference)
                         reference.close(wait=False)  # both exit at once; each block's end waits for its own
                 collected = True
+                held = watch.result() if watch else None
+                if held is not None:  # what the stage really needed beside other pairs' (kbv.eval.gate)
+                    ctx.draft.memory_bytes["correctness_stage"] = {
+                        **held, "expected": ctx.draft.env.get("correctness_memory_expected")}
             if not collected:
                 ctx.collect(reference)
         self.notes["distributions"] = per_dist

@@ -74,6 +74,20 @@ def out_of_memory(failure: Failure) -> bool:
     return any(word in message.lower() for word in OUT_OF_MEMORY)
 
 
+def judge_starved(ctx: PairContext) -> Failure | None:
+    """A distribution failed because the judge could not take the candidate's output onto its device for want of
+    memory (``output handoff failed: ... OutOfMemoryError``): beside other pairs that is their memory, not the
+    candidate's output (on the H200 a correct level1/9 was judged incorrect so under --gpu-share 4); the stage runs
+    again with the GPU to itself, where the same failure stands as the output judged wrong."""
+    for name, result in (ctx.draft.correctness.get("distributions") or {}).items():
+        reason = str(result.get("reason", "")) if isinstance(result, dict) else ""
+        if isinstance(result, dict) and result.get("status") == "failed" and "output handoff failed" in reason and any(
+                word in reason.lower() for word in OUT_OF_MEMORY):
+            return Failure("correctness", "harness", "error", {"stage": "correctness", "kind": "harness",
+                                                               "message": f"{name}: {reason[:300]}"})
+    return None
+
+
 def rules_of(options: EvalOptions) -> rules_.Rules:
     return rules_.Rules(baselines=options.baselines, require_custom_kernels=options.require_custom_kernels,
                         strict_precision=options.strict_precision)
@@ -122,7 +136,8 @@ class PairEvaluation:
                 if self.ctx.early_workers is not None:  # their CUDA starts, too, end before another pair is timed
                     with self.ctx.clock("correctness", "start_ahead"):
                         futures.wait([self.ctx.early_workers])
-            starved = next((f for f in self.ctx.evidence.failures if out_of_memory(f)), None)
+            starved = next((f for f in self.ctx.evidence.failures if out_of_memory(f)), None) or judge_starved(
+                self.ctx)
         except ReferenceFailed as exc:
             if not out_of_memory(exc.failure):
                 raise

@@ -335,7 +335,8 @@ class PerformanceStage:
         draft.env["baseline_flags"] = flags
         cand_peak = memory_peaks["candidate"].get("peak_bytes")
         ref_peak = memory_peaks["reference"].get("peak_bytes")
-        draft.memory_bytes = {"candidate_peak": cand_peak, "reference_peak": ref_peak,
+        draft.memory_bytes = {**draft.memory_bytes,  # the correctness stage's own figure stays
+                              "candidate_peak": cand_peak, "reference_peak": ref_peak,
                               "method": memory_peaks["candidate"].get("method"),
                               "candidate_device_in_use": memory_peaks["candidate"].get("device_in_use_delta"),
                               "reference_device_in_use": memory_peaks["reference"].get("device_in_use_delta"),

@@ -88,3 +88,60 @@ def used_by(pids: Iterable[int]) -> dict[int, int] | None:
     for pid, used in listed:
         found[pid] += used
     return found
+
+
+
+class Watch:
+    """The most device memory named processes held while the watch ran, sampled from NVML every ``period`` seconds
+    on a thread of the parent: per name, and their sum at one sample (``together``), what a stage really needed
+    against what the gate expected (``kbv.eval.gate``). ``result()`` is None where NVML cannot be asked; a peak that
+    falls between two samples is missed, so the figures lean low."""
+
+    def __init__(self, pids: dict[str, int], period: float = 0.05,
+                 read: Callable[[Iterable[int]], dict[int, int] | None] | None = None,
+                 tree: Callable[[int], list[int]] | None = None) -> None:
+        self.pids = {name: int(pid) for name, pid in pids.items()}
+        self.period = period
+        self._read = read or used_by
+        self._tree = tree  # each name's processes from its root pid at every sample (a sandboxed worker's CUDA
+        # runs in the inner process of its PID namespace); None: the root alone
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.held: dict[str, int] = {}
+        self.together = 0
+        self.samples = 0
+        self.failed = False
+
+    def _sample(self) -> None:
+        members = {name: (self._tree(pid) if self._tree else [pid]) for name, pid in self.pids.items()}
+        found = self._read([pid for pids in members.values() for pid in pids])
+        if found is None:
+            self.failed = True
+            return
+        self.samples += 1
+        held = {name: sum(found.get(pid, 0) for pid in pids) for name, pids in members.items()}
+        for name, used in held.items():
+            self.held[name] = max(self.held.get(name, 0), used)
+        self.together = max(self.together, sum(held.values()))
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.period) and not self.failed:
+            self._sample()
+
+    def __enter__(self) -> Watch:
+        self._sample()
+        if not self.failed:
+            self._thread = threading.Thread(target=self._loop, name="kbv-devmem-watch", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def result(self) -> dict[str, object] | None:
+        """``held_max`` per name, ``together_max`` and the number of samples; None without a figure."""
+        if self.failed or not self.samples:
+            return None
+        return {"held_max": dict(self.held), "together_max": self.together, "samples": self.samples}
