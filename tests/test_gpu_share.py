@@ -276,7 +276,7 @@ def test_the_runner_raises_a_low_open_file_limit_towards_the_hard_one():
 OOM = "OutOfMemoryError: CUDA out of memory. Tried to allocate 6.00 GiB."
 
 
-def _run_with_correctness(monkeypatch, outcomes, gate):
+def _run_with_correctness(monkeypatch, outcomes, gate, cache_dir=None, held=None):
     """A pair whose correctness stage yields ``outcomes`` in turn (None: passes; (role, message): that role's
     failure, the reference's raised as ReferenceFailed as the stage does), the modes it ran under, and the record."""
     from kbv.eval import pair as pair_mod
@@ -289,6 +289,8 @@ def _run_with_correctness(monkeypatch, outcomes, gate):
     def run(self) -> None:
         modes.append("exclusive" if gate is not None and gate._writer else "shared" if gate is not None else "none")
         outcome = outcomes[len(modes) - 1]
+        if held is not None:  # what the parent saw both processes hold (NVML, on a GPU)
+            self.ctx.draft.memory_bytes["correctness_stage"] = {"together_max": held}
         if outcome is None:
             self.ctx.evidence.distributions = {"D1": "passed"}
             self.ctx.evidence.d1_complete = True
@@ -311,7 +313,8 @@ def _run_with_correctness(monkeypatch, outcomes, gate):
     monkeypatch.setattr(pair_mod.rules_, "should_time", lambda ev, rules: ())
     problem = load_problem(problem_path("level1/5_ReLU"))
     record = pair_mod.PairEvaluation(problem, Candidate.from_path(CANDIDATE),
-                                     EvalOptions(device="cpu", sandbox="off", protocol="standard"), "cpu",
+                                     EvalOptions(device="cpu", sandbox="off", protocol="standard",
+                                                 **({"cache_dir": cache_dir} if cache_dir else {})), "cpu",
                                      gate=gate).run(pair_mod.CompileResult(ok=True))
     return modes, record
 
@@ -360,3 +363,19 @@ def test_other_failures_and_unshared_gpus_get_no_second_run(monkeypatch, gate):
         modes, record = _run_with_correctness(monkeypatch, [("candidate", OOM), None], None)
         assert modes == ["none"] and record.verdict == "runtime_error"
 
+
+
+def test_the_gate_expects_what_a_problems_correctness_stage_was_seen_to_hold(monkeypatch, tmp_path):
+    """Issue 13: the static reckoning missed by up to 3x on the H200 (level1/9: 68 GiB held, 24 expected). Once a
+    problem's correctness stage has been measured, its next pairs are expected to need the most seen, with a margin;
+    a smaller figure later does not lower it."""
+    from kbv.eval import memory_needs
+    from kbv.protocol import GATE_MEASURED_MARGIN
+
+    _, first = _run_with_correctness(monkeypatch, [None], DeviceGate(), cache_dir=tmp_path, held=4000)
+    assert first.env["correctness_memory_expected"] == 0  # nothing counted or measured yet: no bound
+    _, second = _run_with_correctness(monkeypatch, [None], DeviceGate(), cache_dir=tmp_path, held=1000)
+    assert second.env["correctness_memory_expected"] == int(GATE_MEASURED_MARGIN * 4000)
+    _, third = _run_with_correctness(monkeypatch, [None], DeviceGate(), cache_dir=tmp_path, held=None)
+    assert third.env["correctness_memory_expected"] == int(GATE_MEASURED_MARGIN * 4000)  # the most seen stays
+    assert memory_needs.expected(123, None) == 123 and memory_needs.expected(123, 10) == int(GATE_MEASURED_MARGIN * 10)

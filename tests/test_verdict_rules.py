@@ -1227,6 +1227,33 @@ def test_each_roles_correctness_forwards_are_summed_beside_the_outputs_size(fake
     assert pair_cost.large_output({**record, "correctness": {**record["correctness"], "output_bytes": 2**20}}) is None
 
 
+def test_the_judges_device_memory_is_kept_per_command_at_its_most(fake, tmp_path) -> None:
+    """Where the judge's memory goes (on the H200 its float64 precision check reserved 94.5 GiB for a 6 GiB output):
+    each command's most allocated and reserved bytes, as the reference's worker reports them after it; a malformed
+    figure is ignored."""
+    base = passing_reference({"w": torch.ones(2)}, perturbed=["w"])
+    forwards = iter(range(1, 1000))
+
+    def reference(msg: dict[str, Any]) -> dict[str, Any]:
+        reply = base(msg)
+        if msg["cmd"] == "forward":
+            n = next(forwards)
+            return reply | {"device_memory": [n, 10 * n] if n != 3 else ["x", None]}
+        return reply | {"device_memory": [7, 70]} if msg["cmd"] == "precision" else reply
+
+    def candidate(msg: dict[str, Any]) -> dict[str, Any]:
+        if msg["cmd"] == "setup":
+            return {"own": [["w", [2], "float32"]]}
+        return {"outputs": [], "threads": [1, 1], "fallback": {}, "modules": {}, "buffers": {}}
+
+    fake.scripts = {"reference": reference, "candidate": candidate}
+    ctx = context(tmp_path, trials=2)
+    correctness.CorrectnessStage(ctx).run()
+    memory = ctx.draft.correctness["judge_memory"]
+    last = next(forwards) - 1
+    assert memory["forward"] == [last, 10 * last] and memory["precision"] == [7, 70]
+
+
 def test_correctness_trials_with_large_tensors_run_one_at_a_time(fake, tmp_path, monkeypatch) -> None:
     """Issue 13: where a trial's inputs and outputs exceed ``PIPELINE_MAX_BYTES`` (a pipelined reference holds two
     trials' worth of device memory), the reference draws the next trial only once the last is judged."""

@@ -23,6 +23,7 @@ from kbv import envinfo
 from kbv.eval import verdict as rules_
 from kbv.eval.context import SAMPLE_HZ, PairContext, ReferenceFailed, failure_dict
 from kbv.eval.correctness import CorrectnessStage
+from kbv.eval import memory_needs
 from kbv.eval.evidence import Failure
 from kbv.eval.gate import DeviceGate
 from kbv.eval.options import EvalOptions
@@ -94,18 +95,38 @@ def rules_of(options: EvalOptions) -> rules_.Rules:
 
 
 def correctness_memory(ctx: PairContext) -> int:
-    """The device memory a pair's correctness stage is expected to need beside other pairs' (``--gpu-share``):
+    """The device memory a pair's correctness stage is expected to need beside other pairs' (``--gpu-share``): what
+    earlier stages of its problem were seen to hold, with a margin (``kbv.eval.memory_needs``), else
     ``SHARED_CORRECTNESS_MEMORY_FACTOR`` times one forward's inputs and outputs plus the parameters and buffers
-    twice, from the problem's roofline counts where they are already cached (0, no bound, where they are not)."""
+    twice, from the problem's roofline counts where they are already cached (0, no bound, where neither is)."""
     from kbv import roofline
 
     counts = roofline.cached_counts(ctx.problem.path, ctx.profile, ctx.options.precision, ctx.options.cache_dir,
                                     shape=ctx.shape)
-    if counts is None:
-        return 0
-    parts = counts.bytes_breakdown
-    return int(SHARED_CORRECTNESS_MEMORY_FACTOR * (parts.get("inputs", 0) + parts.get("outputs", 0))
-               + 2 * parts.get("state", 0))
+    static = 0
+    if counts is not None:
+        parts = counts.bytes_breakdown
+        static = int(SHARED_CORRECTNESS_MEMORY_FACTOR * (parts.get("inputs", 0) + parts.get("outputs", 0))
+                     + 2 * parts.get("state", 0))
+    return memory_needs.expected(static, memory_needs.remembered(ctx.options.cache_dir, memory_key(ctx)))
+
+
+def memory_key(ctx: PairContext) -> str:
+    """The problem, profile, precision and shape whose correctness memory is remembered (``kbv.eval.memory_needs``)."""
+    from kbv import roofline
+
+    profile = None if ctx.profile in (None, "default") else ctx.profile
+    return roofline.counts_key(ctx.problem.path, profile, ctx.options.precision, shape=ctx.shape)
+
+
+def remember_memory(ctx: PairContext) -> None:
+    """Keep what this correctness stage held on the device for the gate's later pairs of the problem."""
+    held = (ctx.draft.memory_bytes.get("correctness_stage") or {}).get("together_max")
+    if isinstance(held, int) and held > 0:
+        try:
+            memory_needs.remember(ctx.options.cache_dir, memory_key(ctx), held)
+        except OSError:  # a read-only cache: the gate keeps its static reckoning
+            pass
 
 
 class PairEvaluation:
@@ -178,6 +199,7 @@ class PairEvaluation:
                 ctx.on_correctness_started = partial(start_early, ctx)  # the timing workers start meanwhile
                 self._correctness()
                 ctx, ev, draft = self.ctx, self.ctx.evidence, self.ctx.draft  # a second run has a fresh context
+                remember_memory(ctx)
                 draft.stage = "correctness"
                 draft.wall_seconds["correctness"] = round(time.monotonic() - t0, 3)
                 ev.timed_for = rules_.should_time(ev, rules)
