@@ -175,7 +175,7 @@ def test_the_runner_keeps_share_pairs_in_flight_per_gpu_and_times_them_alone(tmp
     pairs = [Pair(problem, Candidate.from_path(CANDIDATE, sample=i)) for i in range(6)]
     lock, state = threading.Lock(), {"correctness": 0, "timing": 0, "max_correctness": 0, "overlapped_timing": 0}
 
-    def fake_eval(problem, candidate, options, device, gpu, compiled, name, gate=None):
+    def fake_eval(problem, candidate, options, device, gpu, compiled, name, gate=None, **started_ahead):
         assert (gate is None) == (share == 1)
         with gate.shared() if gate else _null():
             with lock:

@@ -29,7 +29,7 @@ def _run(tmp_path: Path, monkeypatch, healthy_gpus: set[int], n: int) -> list[di
     used: list[int] = []
     checked: list[int] = []
 
-    def fake_eval(problem, candidate, options, device, gpu, compiled, name, gate=None):
+    def fake_eval(problem, candidate, options, device, gpu, compiled, name, gate=None, **started_ahead):
         used.append(gpu)
         rec = runner.not_run(Pair(problem, candidate), name, "placeholder")
         rec.flags = []

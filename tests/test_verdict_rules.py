@@ -1254,6 +1254,39 @@ def test_the_judges_device_memory_is_kept_per_command_at_its_most(fake, tmp_path
     assert memory["forward"] == [last, 10 * last] and memory["precision"] == [7, 70]
 
 
+def test_correctness_takes_the_workers_started_ahead_and_starts_none(fake, tmp_path) -> None:
+    """Workers started while an earlier pair's correctness ran (kbv.eval.lookahead) are the stage's: it starts no
+    worker of its own, and its record says so; where they failed to start it starts its own."""
+    from concurrent.futures import Future
+
+    base = passing_reference({"w": torch.ones(2)}, perturbed=["w"])
+
+    def candidate(msg: dict[str, Any]) -> dict[str, Any]:
+        if msg["cmd"] == "setup":
+            return {"own": [["w", [2], "float32"]]}
+        return {"outputs": [], "threads": [1, 1], "fallback": {}, "modules": {}, "buffers": {}}
+
+    fake.scripts = {"reference": base, "candidate": candidate}
+    ctx = context(tmp_path, trials=1)
+    ahead = {role: FakeWorker(ctx.spec(role, "correctness"), 0.0) for role in ("reference", "candidate")}
+    started: list[str] = []
+    original = ctx.start
+    ctx.start = lambda role, *a, **k: started.append(role) or original(role, *a, **k)  # type: ignore[method-assign]
+    ctx.correctness_ahead = Future()
+    ctx.correctness_ahead.set_result(ahead)
+    correctness.CorrectnessStage(ctx).run()
+    assert started == [] and ctx.draft.env["correctness_started_ahead"] is True
+    assert ctx.evidence.distributions and set(ctx.evidence.distributions.values()) == {"passed"}
+    failed = context(tmp_path, trials=1)
+    failed.correctness_ahead = Future()
+    failed.correctness_ahead.set_exception(RuntimeError("could not start"))
+    started.clear()
+    original = failed.start
+    failed.start = lambda role, *a, **k: started.append(role) or original(role, *a, **k)  # type: ignore[method-assign]
+    correctness.CorrectnessStage(failed).run()
+    assert sorted(started) == ["candidate", "reference"] and "correctness_started_ahead" not in failed.draft.env
+
+
 def test_correctness_trials_with_large_tensors_run_one_at_a_time(fake, tmp_path, monkeypatch) -> None:
     """Issue 13: where a trial's inputs and outputs exceed ``PIPELINE_MAX_BYTES`` (a pipelined reference holds two
     trials' worth of device memory), the reference draws the next trial only once the last is judged."""

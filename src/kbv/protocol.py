@@ -445,3 +445,7 @@ SHARED_CORRECTNESS_MEMORY_FACTOR: Final = 6
 # together (NVML, sampled every 50 ms: a peak between samples is missed) times this instead (kbv.eval.memory_needs).
 GATE_MEASURED_MARGIN: Final = 1.25
 GATE_MEMORY_FRACTION: Final = 0.9
+# Where a pair's correctness workers start while an earlier pair's correctness runs (kbv.eval.lookahead): on a GPU,
+# where starting CUDA took the stage's two processes 1.14 s per pair in the H200's reward batch
+# (docs/results/h200-2026-12-04); not on the CPU, where a worker forks from a warm zygote in about 0.03 s.
+LOOKAHEAD_DEVICES: Final = {"cpu": False, "cuda": True}

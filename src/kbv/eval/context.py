@@ -93,6 +93,10 @@ class PairContext:
         # the correctness stage calls the hook then
         self.early_workers: Future | None = None
         self.on_correctness_started: Callable[[], None] | None = None
+        # this pair's correctness workers, started while an earlier pair's correctness ran (kbv.eval.lookahead), and
+        # the next pair's, started by this one's correctness stage (up before it leaves the stage)
+        self.correctness_ahead: Future | None = None
+        self.started_next: Future | None = None
 
     def again(self) -> "PairContext":
         """A fresh context for the same pair (new seeds, scratch folder and evidence) that keeps what the compile
@@ -114,6 +118,27 @@ class PairContext:
             return early.result()
         except BaseException:  # noqa: BLE001 - started again by the stage, whose failure is then recorded
             return None
+
+    def take_correctness_ahead(self) -> dict[str, Worker] | None:
+        """This pair's correctness workers started ahead, once they are up (None where none were or they failed to
+        start: the stage starts its own)."""
+        ahead, self.correctness_ahead = self.correctness_ahead, None
+        if ahead is None:
+            return None
+        try:
+            return ahead.result()
+        except BaseException:  # noqa: BLE001 - started again by the stage, whose failure is then recorded
+            return None
+
+    def discard_correctness_ahead(self) -> None:
+        """Close correctness workers started ahead and never used (the stage never ran, or the pair's evaluation
+        went elsewhere or never began)."""
+        workers = list((self.take_correctness_ahead() or {}).values())
+        for worker in workers:
+            self.collect(worker)
+            worker.close(wait=False)
+        for worker in workers:
+            worker.close()
 
     def discard_early_workers(self) -> None:
         """Close the timing workers started early and never used (a rejected candidate, a stage run again): all

@@ -176,15 +176,25 @@ class CorrectnessStage:
         failure: WorkerFailure | None = None
         collected = False  # the reference's report taken (kbv.eval.context.PairContext.collect: once per worker)
         # the candidate's process starts while the reference's starts and is set up (no candidate code runs
-        # before its setup command); only the time spent waiting for it afterwards is charged
-        starting = _STARTER.submit(ctx.start, "candidate", "correctness", time.monotonic() + options.timeout, False)
-        try:
-            reference = ctx.start("reference", "correctness", time.monotonic() + options.timeout)
-        except BaseException as exc:
-            _discard(starting)
-            if isinstance(exc, WorkerFailure):
-                raise ReferenceFailed(exc, "correctness") from None
-            raise
+        # before its setup command); only the time spent waiting for it afterwards is charged. Both may have been
+        # started ahead, while an earlier pair's correctness ran (kbv.eval.lookahead): the wait for them is charged
+        with ctx.clock("correctness", "process_start"):
+            ahead = ctx.take_correctness_ahead()
+        if ahead is not None:
+            ctx.draft.env["correctness_started_ahead"] = True
+            starting: Future = Future()
+            starting.set_result(ahead["candidate"])
+            reference = ahead["reference"]
+        else:
+            starting = _STARTER.submit(ctx.start, "candidate", "correctness", time.monotonic() + options.timeout,
+                                       False)
+            try:
+                reference = ctx.start("reference", "correctness", time.monotonic() + options.timeout)
+            except BaseException as exc:
+                _discard(starting)
+                if isinstance(exc, WorkerFailure):
+                    raise ReferenceFailed(exc, "correctness") from None
+                raise
         with reference:
             try:
                 setup = self.ref_call(reference, {"cmd": "setup", "init_seed": ctx.init_seed, "describe": True})

@@ -26,6 +26,7 @@ from kbv.eval.correctness import CorrectnessStage
 from kbv.eval import memory_needs
 from kbv.eval.evidence import Failure
 from kbv.eval.gate import DeviceGate
+from kbv.eval.lookahead import Lookahead
 from kbv.eval.options import EvalOptions
 from kbv.eval.performance import PerformanceStage, roofline_section, start_early
 from kbv.eval.workspace import (build_guard, candidate_spec, clear_stale_build_locks, discard_torn_builds,
@@ -134,17 +135,38 @@ class PairEvaluation:
 
     def __init__(self, problem: Problem, candidate: Candidate, options: EvalOptions, device: str,
                  gpu: int | None = None, candidate_label: str | None = None, shape: dict[str, Any] | None = None,
-                 gate: DeviceGate | None = None):
-        self.ctx = PairContext(problem, candidate, options, device, gpu, shape)
+                 gate: DeviceGate | None = None, ctx: PairContext | None = None,
+                 lookahead: Lookahead | None = None):
+        # ``ctx``: made ahead, its correctness workers starting (kbv.eval.lookahead)
+        self.ctx = ctx or PairContext(problem, candidate, options, device, gpu, shape)
         self.candidate_label = candidate_label
         self.gate = gate  # shared with other pairs on this GPU: correctness shared, timing exclusive
+        self.lookahead = lookahead  # this pair's correctness starts the next pair's correctness workers
+
+    def _started(self, ctx: PairContext) -> None:
+        """The correctness stage's two processes are up: the timing workers start, and the next pair's correctness
+        workers."""
+        start_early(ctx)
+        if self.lookahead is not None and ctx.options.start_ahead:
+            ctx.started_next = self.lookahead.start_next()
+
+    def _next_started(self, ctx: PairContext) -> None:
+        """Wait, still in the correctness stage, for the next pair's correctness workers to be up (their CUDA starts
+        end before another pair is timed)."""
+        started, ctx.started_next = ctx.started_next, None
+        if started is not None:
+            with ctx.clock("correctness", "start_ahead"):
+                futures.wait([started])
 
     def _correctness(self) -> None:
         """The correctness stage; beside other pairs' (``--gpu-share``) it shares the GPU, and there an out-of-memory
         error may be their doing, not this pair's: the stage then runs again, once, in a fresh context (new seeds)
         with the GPU to itself, and only that run counts (``env.correctness_rerun`` says why)."""
         if self.gate is None:
-            CorrectnessStage(self.ctx).run()
+            try:
+                CorrectnessStage(self.ctx).run()
+            finally:
+                self._next_started(self.ctx)
             return
         t_first = time.monotonic()
         try:
@@ -153,7 +175,10 @@ class PairEvaluation:
             self.ctx.draft.env["correctness_memory_expected"] = need
             with self.gate.shared(need):  # how long it waited for another pair's timing (or memory) to leave the GPU
                 self.ctx.charge("correctness", "waiting_for_gpu", time.monotonic() - t0)
-                CorrectnessStage(self.ctx).run()
+                try:
+                    CorrectnessStage(self.ctx).run()
+                finally:
+                    self._next_started(self.ctx)
                 if self.ctx.early_workers is not None:  # their CUDA starts, too, end before another pair is timed
                     with self.ctx.clock("correctness", "start_ahead"):
                         futures.wait([self.ctx.early_workers])
@@ -196,7 +221,7 @@ class PairEvaluation:
             if compiled.ok:
                 draft.stage = "correctness"
                 t0 = time.monotonic()
-                ctx.on_correctness_started = partial(start_early, ctx)  # the timing workers start meanwhile
+                ctx.on_correctness_started = partial(self._started, ctx)  # timing workers, the next pair's
                 self._correctness()
                 ctx, ev, draft = self.ctx, self.ctx.evidence, self.ctx.draft  # a second run has a fresh context
                 remember_memory(ctx)
@@ -224,6 +249,8 @@ class PairEvaluation:
         finally:
             ctx, ev, draft = self.ctx, self.ctx.evidence, self.ctx.draft  # a correctness run again: a fresh context
             ctx.discard_early_workers()  # not timed (rejected, or a failure): never used
+            ctx.discard_correctness_ahead()  # started ahead for a correctness stage that never ran
+            self._next_started(ctx)  # the next pair's, if this one failed before waiting for them
             draft.wall_seconds["total"] = round(time.monotonic() - start, 3)
             draft.wall_seconds.update({k: round(v, 3) for k, v in sorted(ctx.spent.items())})
             for stage in ("correctness", "performance"):  # what no part was charged with: the parent's own work
@@ -390,14 +417,16 @@ def evaluate(problem: Problem | str | Path, candidate: Candidate | str | Path, o
 
 def evaluate_shapes(problem: Problem, candidate: Candidate, options: EvalOptions, device: str, gpu: int | None,
                     compiled: CompileResult | None = None, candidate_label: str | None = None,
-                    gate: DeviceGate | None = None) -> Record:
+                    gate: DeviceGate | None = None, ctx: PairContext | None = None,
+                    lookahead: Lookahead | None = None) -> Record:
     """Every shape of the problem (one for most), compiled once; a multi-shape problem's record merges the
     per-shape records (``kbv.eval.shapes.merge``): correct only if correct on every shape, held-out ones included."""
     from kbv.eval import shapes
 
     plan = problem.shape_overrides()
     if len(plan) == 1 and plan[0][1] is None:
-        return PairEvaluation(problem, candidate, options, device, gpu, candidate_label, gate=gate).run(compiled)
+        return PairEvaluation(problem, candidate, options, device, gpu, candidate_label, gate=gate, ctx=ctx,
+                              lookahead=lookahead).run(compiled)
     if compiled is None:
         compiled = compile_candidate(problem, candidate, options, device, gpu)
     records = []

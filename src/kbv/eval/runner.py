@@ -17,7 +17,7 @@ import threading
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import warnings
 
@@ -28,11 +28,13 @@ from kbv.sandbox import health, launch
 from kbv.sandbox import plan as sandbox_plan
 from kbv.problems.candidates import Pair
 from kbv.eval.evidence import Evidence, Failure
+from kbv.eval.context import PairContext
 from kbv.eval.gate import DeviceGate
+from kbv.eval.lookahead import Lookahead
 from kbv.eval.pair import CompileResult, EvalOptions, compile_candidate, evaluate_shapes
 from kbv.eval.verdict import Rules, decide
 from kbv.records import Record, RecordWriter, recorded_keys
-from kbv.protocol import GATE_MEMORY_FRACTION
+from kbv.protocol import GATE_MEMORY_FRACTION, LOOKAHEAD_DEVICES
 
 
 @dataclass
@@ -283,6 +285,7 @@ def _run(pairs: Sequence[Pair], todo: list[Pair], options: EvalOptions, device: 
     healthy = set(slots)
 
     in_flight: dict[tuple[str, str, int], Pair] = {}
+    ahead = lookahead_of(todo, compiled, options, device, slots)
 
     def evaluate(pair: Pair) -> None:
         nonlocal count
@@ -292,13 +295,17 @@ def _run(pairs: Sequence[Pair], todo: list[Pair], options: EvalOptions, device: 
         keep = True
         with lock:
             in_flight[pair.key] = pair
+        prepared = ahead.begin(pair, gpu) if ahead is not None else None
         try:
             name = label(pair) if label else str(pair.candidate.path)
             if gpu is None and device == "cuda":  # every GPU failed its health check: nothing left to run on
+                if prepared is not None:
+                    prepared.discard_correctness_ahead()
                 record = not_run(pair, name, "no healthy GPU left: every GPU failed kbv's health check")
             else:
-                record = evaluate_shapes(pair.problem, pair.candidate, options, device, gpu,
-                                         compiled.get(pair.candidate.sha256), name, gate=gates.get(gpu))
+                started: dict[str, Any] = {"ctx": prepared, "lookahead": ahead} if ahead is not None else {}
+                record = evaluate_shapes(pair.problem, pair.candidate, options, device, gpu,  # kbv.eval.lookahead
+                                         compiled.get(pair.candidate.sha256), name, gate=gates.get(gpu), **started)
                 if device == "cuda" and gpu is not None and health.looks_like_cuda_fault(record.error):
                     keep, note = health.check(gpu)
                     record.env["gpu_health"] = {"ok": keep, "note": note}
@@ -332,8 +339,27 @@ def _run(pairs: Sequence[Pair], todo: list[Pair], options: EvalOptions, device: 
         raise Interrupted(recorded, len(todo) - recorded, out, stuck) from None
     finally:
         pool.shutdown(wait=False)
+        if ahead is not None:
+            ahead.close()  # correctness workers started for pairs that never began
         launch.wait_retired()  # the last pairs' timing workers, still exiting: no worker outlives the run
     return RunSummary(evaluated=count, skipped=len(pairs) - len(todo), out=out)
+
+
+def lookahead_of(todo: list[Pair], compiled: dict[str, CompileResult], options: EvalOptions, device: str,
+                 slots: list[int | None]) -> Lookahead | None:
+    """Correctness workers started ahead (``kbv.eval.lookahead``): on one GPU (a worker is started for its GPU),
+    for built single-shape pairs, unless ``KBV_START_AHEAD=0``."""
+    if not LOOKAHEAD_DEVICES.get(device) or len(slots) != 1 or not options.start_ahead:
+        return None
+
+    def eligible(pair: Pair) -> bool:
+        built = compiled.get(pair.candidate.sha256)
+        plan = pair.problem.shape_overrides()
+        return built is not None and built.ok and len(plan) == 1 and plan[0][1] is None
+
+    return Lookahead(todo, slots[0], eligible,
+                     lambda pair, gpu: PairContext(pair.problem, pair.candidate, options, device, gpu),
+                     options.timeout)
 
 
 def gate_capacity(gpu: int | None) -> int | None:
