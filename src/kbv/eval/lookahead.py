@@ -1,8 +1,7 @@
 """The next pairs' correctness workers, started while the current pairs' correctness stages run (one GPU).
 
-On the H200 the correctness stage's two processes spent 1.14 s per pair starting CUDA (0.44 s for a pair alone) in
-a 50-pair reward batch, the GPU idle meanwhile: the pairs that follow a run of timing stages start together
-(docs/results/h200-2026-12-04). As the timing workers already are (``kbv.eval.performance.start_early``), a pair's
+On the H200 the correctness stage's two processes spent 1.14 s per pair starting CUDA in a 50-pair reward batch at
+``--gpu-share 3`` (0.44 s on a pair run alone; docs/results/h200-2026-12-04). As the timing workers already are (``kbv.eval.performance.start_early``), a pair's
 correctness workers are now started ahead: once a pair's own two correctness processes are up, it starts the two
 of the next pair in the run's order that no evaluation has begun, in threads, and waits for them to be up before it
 leaves the correctness stage, so no CUDA start overlaps another pair's timing. Each waits idle, with no candidate
@@ -40,6 +39,7 @@ def launch_correctness(ctx: PairContext, deadline: float) -> dict[str, Worker]:
                 failures[role] = exc
     if failures:
         for worker in workers.values():
+            ctx.collect(worker)  # its sampler stopped too
             worker.close()
         failure = failures.get("reference") or failures["candidate"]
         if isinstance(failure, WorkerFailure) and "reference" in failures:
