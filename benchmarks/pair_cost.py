@@ -63,6 +63,27 @@ def large_output(record: dict) -> dict | None:
             "s_per_gib_less_start": round(max(0.0, own - start) / gib, 3)}
 
 
+def sharing(records: list[dict]) -> dict:
+    """How the batch used the GPU beside other pairs: the seconds summed over its records of each part that sharing
+    changes (the waits, the correctness workers' CUDA starts and their start ahead, discarded runs), how many
+    records took correctness workers started ahead (``kbv.eval.lookahead``), and how the gate's expected memory
+    compared with what each correctness stage held (``memory_bytes.correctness_stage``: the held figure above the
+    expected one is an underestimate, the gate's risk of a run again)."""
+    parts = ("correctness/waiting_for_gpu", "performance/waiting_for_gpu", "correctness/cuda_init",
+             "correctness/start_ahead", "correctness/rerun")
+    totals = {part: round(sum(float((r.get("wall_seconds") or {}).get(part) or 0.0) for r in records), 2)
+              for part in parts}
+    held = [((r.get("memory_bytes") or {}).get("correctness_stage") or {}) for r in records]
+    compared = [h for h in held if isinstance(h.get("together_max"), int) and h.get("expected")]
+    return {"seconds": totals,
+            "started_ahead": sum(1 for r in records if (r.get("env") or {}).get("correctness_started_ahead")),
+            "reruns": sum(1 for r in records if (r.get("env") or {}).get("correctness_rerun")),
+            "memory_measured": len(compared),
+            "memory_underestimated": sum(1 for h in compared if h["together_max"] > h["expected"]),
+            "memory_held_over_expected_max": round(max((h["together_max"] / h["expected"] for h in compared),
+                                                       default=0.0), 3) or None}
+
+
 def select(problems: str, only: str | None, levels: str | None, ids: str | None = None) -> list:
     """The problems of a suite, narrowed by level, by key (``level1/5_ReLU``) and by id ranges per level
     (``1:1-30,2:1-20``: level 1's problems 1 to 30 and level 2's 1 to 20)."""
@@ -193,6 +214,7 @@ def main() -> int:
                                            [item["s_per_gib"] * item["output_gib"] for item in large])
         summary["large_output_fit"] = {"pairs": len(large), "s_per_extra_gib": round(fit.slope, 3),
                                        "s_at_zero": round(fit.intercept, 3)}
+    summary["sharing"] = sharing(records)
     (args.out / "pair_cost.json").write_text(json.dumps(summary, indent=1))
     print(json.dumps({k: v for k, v in summary.items() if k != "rows"}, indent=1))
     return 0

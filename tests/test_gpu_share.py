@@ -147,14 +147,14 @@ def test_correctness_runs_share_the_gpu_only_while_their_expected_memory_fits():
 
 
 def test_a_correctness_runs_expected_memory_comes_from_the_problems_cached_counts(tmp_path):
-    """``correctness_memory``: the factor times one forward's inputs and outputs plus the state twice, from counts
-    already cached (none counted here: 0 where there are none)."""
+    """``correctness_memory``: the factor times one forward's inputs and outputs plus the state twice plus the two
+    processes' base, from counts already cached (none counted here: 0 where there are none)."""
     import json
 
     from kbv import roofline
     from kbv.eval.context import PairContext
     from kbv.eval.pair import correctness_memory
-    from kbv.protocol import SHARED_CORRECTNESS_MEMORY_FACTOR
+    from kbv.protocol import SHARED_CORRECTNESS_BASE_BYTES, SHARED_CORRECTNESS_MEMORY_FACTOR
 
     problem = load_problem(problem_path("level1/5_ReLU"))
     options = EvalOptions(device="cpu", sandbox="off", cache_dir=tmp_path)
@@ -166,7 +166,7 @@ def test_a_correctness_runs_expected_memory_comes_from_the_problems_cached_count
     (tmp_path / "roofline" / f"{key}.json").write_text(json.dumps({
         "problem": "p", "precision": "fp32", "profile": ctx.profile, "device": "meta", "flops": {}, "bytes": 0,
         "bytes_breakdown": {"inputs": 1000, "outputs": 500, "state": 64}}))
-    assert correctness_memory(ctx) == SHARED_CORRECTNESS_MEMORY_FACTOR * 1500 + 128
+    assert correctness_memory(ctx) == SHARED_CORRECTNESS_MEMORY_FACTOR * 1500 + 128 + SHARED_CORRECTNESS_BASE_BYTES
 
 
 @pytest.mark.parametrize("share", [1, 2])

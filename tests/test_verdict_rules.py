@@ -1287,6 +1287,23 @@ def test_correctness_takes_the_workers_started_ahead_and_starts_none(fake, tmp_p
     assert sorted(started) == ["candidate", "reference"] and "correctness_started_ahead" not in failed.draft.env
 
 
+def test_the_benchmarks_sharing_summary_adds_waits_and_compares_memory() -> None:
+    """``pair_cost.sharing``: the parts sharing changes, summed; how many took workers started ahead or ran again;
+    held device memory against the gate's expectation."""
+    records = [{"wall_seconds": {"correctness/waiting_for_gpu": 1.5, "correctness/cuda_init": 0.25},
+                "env": {"correctness_started_ahead": True},
+                "memory_bytes": {"correctness_stage": {"together_max": 300, "expected": 100}}},
+               {"wall_seconds": {"correctness/waiting_for_gpu": 0.5, "correctness/rerun": 2.0},
+                "env": {"correctness_rerun": {"reason": "x"}},
+                "memory_bytes": {"correctness_stage": {"together_max": 50, "expected": 100}}},
+               {"wall_seconds": {}, "env": {}, "memory_bytes": {}}]
+    summary = pair_cost.sharing(records)
+    assert summary["seconds"]["correctness/waiting_for_gpu"] == 2.0 and summary["seconds"]["correctness/rerun"] == 2.0
+    assert summary["started_ahead"] == 1 and summary["reruns"] == 1
+    assert summary["memory_measured"] == 2 and summary["memory_underestimated"] == 1
+    assert summary["memory_held_over_expected_max"] == 3.0
+
+
 def test_correctness_trials_with_large_tensors_run_one_at_a_time(fake, tmp_path, monkeypatch) -> None:
     """Issue 13: where a trial's inputs and outputs exceed ``PIPELINE_MAX_BYTES`` (a pipelined reference holds two
     trials' worth of device memory), the reference draws the next trial only once the last is judged."""

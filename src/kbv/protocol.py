@@ -441,6 +441,9 @@ PIPELINE_MAX_BYTES: Final = 1 * 2**30
 # On the H200 two pairs of 6 GiB inputs and 6 GiB outputs each ran out of its 140 GiB beside each other
 # (h200-2026-12-02-f and h200-2026-12-03): each needed about six times its 12 GiB.
 SHARED_CORRECTNESS_MEMORY_FACTOR: Final = 6
+# ... plus this much for the two processes themselves (CUDA contexts, the allocators' first blocks): the least any of
+# 50 reward pairs' correctness stages held on the H200 was 2.2 GiB, for 0.15 GiB expected (h200-2026-12-04).
+SHARED_CORRECTNESS_BASE_BYTES: Final = 2 * 2**30
 # Once a problem's correctness stage has run on a GPU, the gate expects the most both processes were seen to hold
 # together (NVML, sampled every 50 ms: a peak between samples is missed) times this instead (kbv.eval.memory_needs).
 GATE_MEASURED_MARGIN: Final = 1.25

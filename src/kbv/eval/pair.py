@@ -34,7 +34,7 @@ from kbv.eval.workspace import (build_guard, candidate_spec, clear_stale_build_l
 from kbv.files import cache_dir as default_cache_dir
 from kbv.problems import Problem
 from kbv.problems.candidates import Candidate
-from kbv.protocol import BASELINES, SHARED_CORRECTNESS_MEMORY_FACTOR
+from kbv.protocol import BASELINES, SHARED_CORRECTNESS_BASE_BYTES, SHARED_CORRECTNESS_MEMORY_FACTOR
 from kbv.records import Record
 from kbv.sandbox import launch
 from kbv.sandbox import plan as sandbox_plan
@@ -99,7 +99,8 @@ def correctness_memory(ctx: PairContext) -> int:
     """The device memory a pair's correctness stage is expected to need beside other pairs' (``--gpu-share``): what
     earlier stages of its problem were seen to hold, with a margin (``kbv.eval.memory_needs``), else
     ``SHARED_CORRECTNESS_MEMORY_FACTOR`` times one forward's inputs and outputs plus the parameters and buffers
-    twice, from the problem's roofline counts where they are already cached (0, no bound, where neither is)."""
+    twice and ``SHARED_CORRECTNESS_BASE_BYTES``, from the problem's roofline counts where they are already cached
+    (0, no bound, where neither is)."""
     from kbv import roofline
 
     counts = roofline.cached_counts(ctx.problem.path, ctx.profile, ctx.options.precision, ctx.options.cache_dir,
@@ -108,7 +109,7 @@ def correctness_memory(ctx: PairContext) -> int:
     if counts is not None:
         parts = counts.bytes_breakdown
         static = int(SHARED_CORRECTNESS_MEMORY_FACTOR * (parts.get("inputs", 0) + parts.get("outputs", 0))
-                     + 2 * parts.get("state", 0))
+                     + 2 * parts.get("state", 0) + SHARED_CORRECTNESS_BASE_BYTES)
     return memory_needs.expected(static, memory_needs.remembered(ctx.options.cache_dir, memory_key(ctx)))
 
 
