@@ -1227,6 +1227,13 @@ def test_each_roles_correctness_forwards_are_summed_beside_the_outputs_size(fake
     assert pair_cost.large_output({**record, "correctness": {**record["correctness"], "output_bytes": 2**20}}) is None
 
 
+def _plain_candidate(msg: dict[str, Any]) -> dict[str, Any]:
+    """A fake candidate worker with one parameter ``w`` whose every other reply is empty and clean."""
+    if msg["cmd"] == "setup":
+        return {"own": [["w", [2], "float32"]]}
+    return {"outputs": [], "threads": [1, 1], "fallback": {}, "modules": {}, "buffers": {}}
+
+
 def test_the_judges_device_memory_is_kept_per_command_at_its_most(fake, tmp_path) -> None:
     """Where the judge's memory goes (on the H200 its float64 precision check reserved 94.5 GiB for a 6 GiB output):
     each command's most allocated and reserved bytes, as the reference's worker reports them after it; a malformed
@@ -1241,12 +1248,7 @@ def test_the_judges_device_memory_is_kept_per_command_at_its_most(fake, tmp_path
             return reply | {"device_memory": [n, 10 * n] if n != 3 else ["x", None]}
         return reply | {"device_memory": [7, 70]} if msg["cmd"] == "precision" else reply
 
-    def candidate(msg: dict[str, Any]) -> dict[str, Any]:
-        if msg["cmd"] == "setup":
-            return {"own": [["w", [2], "float32"]]}
-        return {"outputs": [], "threads": [1, 1], "fallback": {}, "modules": {}, "buffers": {}}
-
-    fake.scripts = {"reference": reference, "candidate": candidate}
+    fake.scripts = {"reference": reference, "candidate": _plain_candidate}
     ctx = context(tmp_path, trials=2)
     correctness.CorrectnessStage(ctx).run()
     memory = ctx.draft.correctness["judge_memory"]
@@ -1261,12 +1263,7 @@ def test_correctness_takes_the_workers_started_ahead_and_starts_none(fake, tmp_p
 
     base = passing_reference({"w": torch.ones(2)}, perturbed=["w"])
 
-    def candidate(msg: dict[str, Any]) -> dict[str, Any]:
-        if msg["cmd"] == "setup":
-            return {"own": [["w", [2], "float32"]]}
-        return {"outputs": [], "threads": [1, 1], "fallback": {}, "modules": {}, "buffers": {}}
-
-    fake.scripts = {"reference": base, "candidate": candidate}
+    fake.scripts = {"reference": base, "candidate": _plain_candidate}
     ctx = context(tmp_path, trials=1)
     ahead = {role: FakeWorker(ctx.spec(role, "correctness"), 0.0) for role in ("reference", "candidate")}
     started: list[str] = []

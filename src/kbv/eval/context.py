@@ -60,6 +60,17 @@ class ReferenceFailed(Exception):
         self.failure = Failure(stage, "reference", failure.kind, failure_dict(stage, failure) | {"reference": True})
 
 
+def _started(future: Future | None) -> Any:
+    """What workers started ahead in ``future`` are, once up; None where none were started or they failed to start
+    (the stage then starts its own, and reports a failure the usual way)."""
+    if future is None:
+        return None
+    try:
+        return future.result()
+    except BaseException:  # noqa: BLE001 - started again by the stage, whose failure is then recorded
+        return None
+
+
 class PairContext:
     def __init__(self, problem: Problem, candidate: Candidate, options: EvalOptions, device: str,
                  gpu: int | None = None, shape: dict[str, Any] | None = None):
@@ -112,39 +123,28 @@ class PairContext:
         """The timing workers started while correctness ran, once they are up (None where none were started or
         any failed to start: the stage then starts its own, and reports a failure the usual way)."""
         early, self.early_workers = self.early_workers, None
-        if early is None:
-            return None
-        try:
-            return early.result()
-        except BaseException:  # noqa: BLE001 - started again by the stage, whose failure is then recorded
-            return None
+        return _started(early)
 
     def take_correctness_ahead(self) -> dict[str, Worker] | None:
         """This pair's correctness workers started ahead, once they are up (None where none were or they failed to
         start: the stage starts its own)."""
         ahead, self.correctness_ahead = self.correctness_ahead, None
-        if ahead is None:
-            return None
-        try:
-            return ahead.result()
-        except BaseException:  # noqa: BLE001 - started again by the stage, whose failure is then recorded
-            return None
+        return _started(ahead)
 
     def discard_correctness_ahead(self) -> None:
         """Close correctness workers started ahead and never used (the stage never ran, or the pair's evaluation
         went elsewhere or never began)."""
-        workers = list((self.take_correctness_ahead() or {}).values())
-        for worker in workers:
-            self.collect(worker)
-            worker.close(wait=False)
-        for worker in workers:
-            worker.close()
+        self._close_unused(list((self.take_correctness_ahead() or {}).values()))
 
     def discard_early_workers(self) -> None:
         """Close the timing workers started early and never used (a rejected candidate, a stage run again): all
         asked to exit at once, then waited for."""
         self.on_correctness_started = None
-        workers = [worker for pair in self.take_early_workers() or [] for worker in pair.values()]
+        self._close_unused([worker for pair in self.take_early_workers() or [] for worker in pair.values()])
+
+    def _close_unused(self, workers: list[Worker]) -> None:
+        """Workers started ahead and never used: what they reported collected, all asked to exit at once, then
+        waited for."""
         for worker in workers:
             self.collect(worker)
             worker.close(wait=False)

@@ -900,7 +900,8 @@ def main(conn: Connection, spec: dict[str, Any] | None = None) -> None:
             # reference's worker runs no candidate code, and its snapshot is taken again with its next command
             tamper = [] if last_cmd == "fill" else session.integrity.changes()
             reply = {"ok": True, **handlers[msg["cmd"]](msg), "tamper": tamper}
-            if state_role and session.device.startswith("cuda"):  # where the judge's device memory goes
+            if state_role and last_cmd != "fill" and session.device.startswith("cuda"):  # the judge's memory (not
+                # on fills: one per timed call of the candidate, and read by no one)
                 reply["device_memory"] = [torch.cuda.memory_allocated(), torch.cuda.memory_reserved()]
             # copied out (to host, or to a shared buffer) now, inside the error handling
             if state_role and msg.get("cmd") in STATE_COMMANDS:
