@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -225,18 +226,30 @@ def test_a_pair_runs_correctness_shared_and_timing_exclusive(tmp_path, monkeypat
             seen.append(("enter", "shared"))
             return super().shared(need)
 
+        @contextmanager
         def exclusive(self):
             seen.append(("enter", "exclusive"))
-            return super().exclusive()
+            with super().exclusive():
+                yield
+            seen.append(("leave", "exclusive"))
 
     monkeypatch.setattr(pair_mod.CorrectnessStage, "run", lambda self: seen.append(("stage", "correctness")))
-    monkeypatch.setattr(pair_mod.PerformanceStage, "run", lambda self: seen.append(("stage", "performance")))
+    def performance(self, exclusive=None, shared=None):
+        with shared:
+            seen.append(("stage", "performance set-up and memory"))
+        with exclusive:
+            seen.append(("stage", "performance"))
+        seen.append(("stage", "performance conclusions"))
+
+    monkeypatch.setattr(pair_mod.PerformanceStage, "run", performance)
     monkeypatch.setattr(pair_mod, "roofline_section", lambda ctx: None)
     monkeypatch.setattr(pair_mod.rules_, "should_time", lambda ev, rules: ("verified",))
     problem = load_problem(problem_path("level1/5_ReLU"))
     record = pair_mod.PairEvaluation(problem, Candidate.from_path(CANDIDATE), EvalOptions(device="cpu", sandbox="off"),
                                      "cpu", gate=Recording()).run(pair_mod.CompileResult(ok=True))
-    assert seen == [("enter", "shared"), ("stage", "correctness"), ("enter", "exclusive"), ("stage", "performance")]
+    assert seen == [("enter", "shared"), ("stage", "correctness"), ("enter", "shared"),
+                    ("stage", "performance set-up and memory"), ("enter", "exclusive"), ("stage", "performance"),
+                    ("leave", "exclusive"), ("stage", "performance conclusions")]
     assert "performance/waiting_for_gpu" in record.wall_seconds and "correctness/waiting_for_gpu" in record.wall_seconds
 
 

@@ -4,10 +4,12 @@ and per precedence step), and the stages driven by a fake worker with scripted r
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import math
 import statistics
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable
 
@@ -387,6 +389,84 @@ def test_clock_check_agrees_with_the_burst_for_an_honest_kernel_with_more_host_w
     burst = ctx.draft.timing_ms["burst"]
     assert 1.1 < burst["wall_speedup"] < 1.7 and burst["claimed_speedup"] == pytest.approx(1 / 0.75)
     assert "wall_clock_mismatch" not in ctx.evidence.observed
+
+
+class Holds:
+    """The performance stage's two holds on a shared GPU, as context managers that record which is held when each
+    worker command comes (``during``: command, hold), and how often each was entered."""
+
+    def __init__(self) -> None:
+        self.now: str | None = None
+        self.entered = {"shared": 0, "exclusive": 0}
+        self.during: list[tuple[str, str | None]] = []
+
+    @contextmanager
+    def hold(self, kind: str):
+        assert self.now is None  # never both at once: the shared place is left before the device is taken alone
+        self.now, self.entered[kind] = kind, self.entered[kind] + 1
+        try:
+            yield
+        finally:
+            self.now = None
+
+    def watched(self, script):
+        def reply(msg):
+            self.during.append((msg["cmd"], self.now))
+            return script(msg)
+        return reply
+
+
+def test_the_timing_holds_the_device_alone_only_for_timing_and_releases_it_before_the_conclusions(
+        fake, tmp_path, monkeypatch) -> None:
+    """A pair sharing its GPU sets up and measures its first timing pair's memory beside other pairs' correctness
+    runs (the shared hold), then holds the device to itself for timing, the burst and the timed-output re-check only:
+    no timing command comes outside it, and the parent's own conclusions (statistics, rules) run after both are
+    released, so other pairs' correctness goes on meanwhile."""
+    holds = Holds()
+    fake.scripts = {"reference": holds.watched(timing_script(1.0, host_ms=0.0)),
+                    "candidate": holds.watched(timing_script(0.9, host_ms=0.0))}
+    concluded_while: list[str | None] = []
+    real = performance.PerformanceStage._judge_burst
+    monkeypatch.setattr(performance.PerformanceStage, "_judge_burst",
+                        lambda self, speedups: (concluded_while.append(holds.now), real(self, speedups)))
+    ctx = context(tmp_path, timing_pairs=2, protocol="verified", start_ahead=False)
+    performance.PerformanceStage(ctx).run(holds.hold("exclusive"), holds.hold("shared"))
+    assert holds.entered == {"shared": 1, "exclusive": 1}
+    assert [c for c, h in holds.during if c == "memory"] and {h for c, h in holds.during if c == "memory"} == {"shared"}
+    assert {h for c, h in holds.during if c in ("time", "burst", "kept", "judge", "forward")} == {"exclusive"}
+    assert [h for c, h in holds.during if c == "setup"] == ["shared", "shared", "exclusive", "exclusive"]  # 2 pairs
+    assert concluded_while == [None] and ctx.draft.speedup["verified"]["value"] is not None
+    assert "memory_measured_alone" not in ctx.draft.timing_ms
+
+
+def test_a_memory_measure_out_of_memory_beside_other_pairs_is_taken_again_with_the_device_alone(fake, tmp_path) -> None:
+    """Out of memory in the memory measure beside other pairs' correctness may be their memory: not the candidate's
+    failure. Both workers are asked to exit, and fresh ones are set up and measured with the device to itself; the
+    record says so (``timing_ms.memory_measured_alone``). Out of memory with the device alone stands as a failure."""
+    holds = Holds()
+    base = timing_script(1.0, host_ms=0.0)
+
+    def candidate(msg):
+        if msg["cmd"] == "memory" and holds.now != "exclusive":
+            raise WorkerFailure("error", "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 6.00 GiB")
+        return base(msg)
+
+    fake.scripts = {"reference": holds.watched(base), "candidate": holds.watched(candidate)}
+    ctx = context(tmp_path, timing_pairs=1, protocol="verified", start_ahead=False)
+    performance.PerformanceStage(ctx).run(holds.hold("exclusive"), holds.hold("shared"))
+    assert not ctx.evidence.failures and ctx.draft.speedup["verified"]["value"] is not None
+    assert "out of memory" in ctx.draft.timing_ms["memory_measured_alone"]["message"]
+    # the reference's and the candidate's (failed) measures beside others, then both again alone
+    assert [k for k, _ in itertools.groupby(h for c, h in holds.during if c == "memory")] == ["shared", "exclusive"]
+    assert [h for c, h in holds.during if c == "setup"] == ["shared", "shared", "exclusive", "exclusive"]
+
+    always = Holds()
+    fake.scripts = {"reference": base, "candidate": lambda msg: (_ for _ in ()).throw(
+        WorkerFailure("error", "CUDA out of memory")) if msg["cmd"] == "memory" else base(msg)}
+    (tmp_path / "b").mkdir()
+    ctx = context(tmp_path / "b", timing_pairs=1, protocol="verified", start_ahead=False)
+    performance.PerformanceStage(ctx).run(always.hold("exclusive"), always.hold("shared"))
+    assert [f.role for f in ctx.evidence.failures] == ["candidate"]
 
 
 def test_the_timing_stage_keeps_the_correctness_stages_memory_figure(fake, tmp_path) -> None:
@@ -1002,7 +1082,7 @@ def test_the_wall_seconds_parts_of_a_stage_add_up_to_it(monkeypatch) -> None:
         self.ctx.charge("correctness", "setup", 0.02)
         time.sleep(0.08)
 
-    def performance_run(self) -> None:
+    def performance_run(self, device=None) -> None:
         self.ctx.charge("performance", "timing", 0.01)
         time.sleep(0.05)
 

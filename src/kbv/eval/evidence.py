@@ -18,6 +18,14 @@ PART_OF = {"setup": "setup", "perturb": "setup", "state": "setup", "load": "setu
            "time": "timing", "kept": "judging", "drop": "judging", "same": "judging", "lend_timed": "setup",
            "borrow_timed": "setup", "fill": "timing"}
 ROLES = ("candidate", "reference", "harness")
+# words of a device that ran out of memory, in a failure's message or traceback
+OUT_OF_MEMORY = ("out of memory", "outofmemoryerror", "cuda_error_out_of_memory", "cudaerrormemoryallocation")
+
+
+def reads_out_of_memory(error: dict[str, Any]) -> bool:
+    """A record's ``error`` entry whose message or traceback says the device ran out of memory."""
+    message = str(error.get("message", "")) + str(error.get("traceback", ""))
+    return any(word in message.lower() for word in OUT_OF_MEMORY)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,8 @@ import tempfile
 import time
 import traceback
 from concurrent import futures
-from contextlib import nullcontext
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -24,7 +25,7 @@ from kbv.eval import verdict as rules_
 from kbv.eval.context import SAMPLE_HZ, PairContext, ReferenceFailed, failure_dict
 from kbv.eval.correctness import CorrectnessStage
 from kbv.eval import memory_needs
-from kbv.eval.evidence import Failure
+from kbv.eval.evidence import OUT_OF_MEMORY, Failure, reads_out_of_memory
 from kbv.eval.gate import DeviceGate
 from kbv.eval.lookahead import Lookahead
 from kbv.eval.options import EvalOptions
@@ -67,13 +68,9 @@ class CompileResult:
         return self.failure.error if self.failure else None
 
 
-OUT_OF_MEMORY = ("out of memory", "outofmemoryerror", "cuda_error_out_of_memory", "cudaerrormemoryallocation")
-
-
 def out_of_memory(failure: Failure) -> bool:
     """A stage failure that reads as the device running out of memory (either role's)."""
-    message = str(failure.error.get("message", "")) + str(failure.error.get("traceback", ""))
-    return any(word in message.lower() for word in OUT_OF_MEMORY)
+    return reads_out_of_memory(failure.error)
 
 
 def judge_starved(ctx: PairContext) -> Failure | None:
@@ -206,6 +203,23 @@ class PairEvaluation:
             self.ctx.charge("correctness", "waiting_for_gpu", time.monotonic() - t0)
             CorrectnessStage(self.ctx).run()
 
+    def _timing_gates(self, ctx: PairContext) -> tuple[AbstractContextManager[None], AbstractContextManager[None]]:
+        """The performance stage's two holds on the shared GPU: the device to itself (timing), and a place beside
+        other pairs' correctness runs for the first pair's set-up and memory measure, expected to need what this
+        pair's correctness stage did; each wait charged to ``performance/waiting_for_gpu``."""
+        gate = self.gate
+        assert gate is not None
+
+        @contextmanager
+        def held(enter: Callable[[], AbstractContextManager[None]]) -> Iterator[None]:
+            t0 = time.monotonic()
+            with enter():
+                ctx.charge("performance", "waiting_for_gpu", time.monotonic() - t0)
+                yield
+
+        need = int(ctx.draft.env.get("correctness_memory_expected") or 0)
+        return held(gate.exclusive), held(partial(gate.shared, need))
+
     def run(self, compiled: CompileResult | None = None) -> Record:
         ctx = self.ctx
         ev, draft, options = ctx.evidence, ctx.draft, ctx.options
@@ -232,10 +246,7 @@ class PairEvaluation:
                 if ev.timed_for:
                     draft.stage = "performance"
                     t0 = time.monotonic()
-                    with self.gate.exclusive() if self.gate else nullcontext():
-                        if self.gate:  # how long timing waited for other pairs' correctness runs to leave the GPU
-                            ctx.spent["performance/waiting_for_gpu"] = time.monotonic() - t0
-                        PerformanceStage(ctx).run()
+                    PerformanceStage(ctx).run(*self._timing_gates(ctx) if self.gate else ())
                     draft.wall_seconds["performance"] = round(time.monotonic() - t0, 3)
                     roofline_section(ctx)
                 self._integrity()

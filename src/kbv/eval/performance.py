@@ -15,13 +15,13 @@ import secrets
 import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Callable
 
 from kbv import envinfo, stats
 from kbv.eval.context import PairContext, ReferenceFailed, failure_dict
 from kbv.eval.correctness import as_float
-from kbv.eval.evidence import PART_OF, Failure
+from kbv.eval.evidence import PART_OF, Failure, reads_out_of_memory
 from kbv.eval.lent_timing import TimedLoan, lends
 from kbv.eval.pacing import Pacer, untimed_excess, untimed_ms
 from kbv.eval.refcache import ReferenceTimingCache, cache_key
@@ -219,14 +219,19 @@ class PerformanceStage:
 
     # -- the stage ------------------------------------------------------------------------------------------------
 
-    def run(self) -> None:
+    def run(self, exclusive: AbstractContextManager[Any] | None = None,
+            shared: AbstractContextManager[Any] | None = None) -> None:
+        """The stage. On a GPU shared with other pairs (``kbv.eval.gate``), ``exclusive`` is held around the work
+        that needs the device to itself (timing, the burst check, the timed-output re-check) and released before the
+        parent's own conclusions (statistics and rules), which need no device; ``shared``, where given, around the
+        first pair's set-up and memory measure before it, beside other pairs' correctness runs (the driver's
+        per-process figure and the worker's own allocator peak are its alone; where NVML cannot be read, or the
+        measure runs out of memory beside others, it is taken again with the device to itself)."""
         ctx, options, draft = self.ctx, self.options, self.draft
         baselines = self.baselines
         n_pairs = timing_pairs(ctx)
         seed = secrets.randbits(63)
         draft.seeds["timing"] = seed
-        # the GPU's clocks (an nvidia-smi process: a tenth of a second or more) read while the stage goes on
-        clocks_start = _READER.submit(envinfo.gpu_clocks, ctx.gpu) if ctx.device == "cuda" else None
         cached = self._cached_reference(baselines)
         deadline = time.monotonic() + options.timeout
         roles = ("reference", "candidate")
@@ -236,48 +241,58 @@ class PerformanceStage:
         memory_peaks: dict[str, Any] = {}
         wall: dict[str, list[float]] = {}
         share = 1.0 / (TIMING_ROUNDS * n_pairs)
-        exiting: list[Worker] = []  # the previous pair's workers, asked to exit: waited for before the next timing
-        # Started ahead (options.start_ahead): every pair's workers while correctness ran (``start_early``), idle
-        # and with no candidate code until set up here, pair by pair. Where that did not happen: the first pair's two
+        exiting: list[Worker] = []  # the previous pair's workers, asked to exit: waited for before next timing
+        # Started ahead (options.start_ahead): every pair's workers while correctness ran (``start_early``), idle and
+        # with no candidate code until set up here, pair by pair. Where that did not happen: the first pair's two
         # processes together, then, once the first pair is timed and its workers asked to exit, every later pair's
         # workers together, started and set up while those exit.
         ahead: list[dict[str, Worker]] = [{} for _ in range(n_pairs)]
-        with ctx.clock("performance", "start_ahead"):  # started while correctness ran: the wait for them, if any
-            early = ctx.take_early_workers()  # one per pair (timing_pairs)
-        # an earlier pair's retired workers (long gone after this pair's correctness, unless one ignored the request)
-        # are gone before any worker of this stage takes its memory baseline
-        launch.wait_retired()
+        timing = (cached, seed, share, deadline, samples, warmups, flags, wall)
+        beside = shared is not None and (ctx.device == "cpu" or devmem.available())
         try:
-            if early is not None:
-                ahead = early
-            elif options.start_ahead:
-                ahead[:1] = self._start_ahead(range(1), deadline, set_up=False)
-            for pair_index in range(n_pairs):
-                # Memory once, in the first pair, each worker measured while the other is idle or not yet set up,
-                # and while every later pair's worker is idle with no candidate code (or does not exist yet):
-                # device memory in use is counted for the whole GPU, from a baseline each worker takes at its setup
-                # (on the H200 a candidate set up beside a measured reference counted the reference's as its own).
-                set_up = pair_index == 0 or not options.start_ahead or early is not None
-                self._pair(pair_index, ahead[pair_index], set_up, memory_peaks, exiting,
-                           (cached, seed, share, deadline, samples, warmups, flags, wall))
-                if self.truncated:
-                    break
-                if pair_index == 0 and options.start_ahead and n_pairs > 1 and early is None:
-                    ahead[1:] = self._start_ahead(range(1, n_pairs), deadline, set_up=True)
-            if n_pairs == 1 and not self.truncated and any(v["flagged"] for v in self._untimed_found(samples).values()):
-                # One process pair said untimed_work: it counts only if a second, fresh pair says it too (processes
-                # of identical code differ; the rule then judges every round of both pairs). Where the second pair
-                # clears it, the first pair's times are dropped: a candidate that behaves only once it has been
-                # seen gains nothing from the pair it was seen in.
-                self._pair(n_pairs, {}, True, memory_peaks, exiting,
-                           (cached, seed, share, deadline, samples, warmups, flags, wall))
-                confirmed = any(v["flagged"] for v in self._untimed_found(samples).values())
-                if not confirmed:
-                    for role in samples:
-                        for groups in samples[role].values():
-                            del groups[:1]
-                draft.timing_ms["untimed_confirmation_pair"] = {"confirmed": confirmed,
-                                                                "first_pair_times_dropped": not confirmed}
+            with (shared if beside else None) or nullcontext():
+                with ctx.clock("performance", "start_ahead"):  # started while correctness ran: the wait, if any
+                    early = ctx.take_early_workers()  # one per pair (timing_pairs)
+                # an earlier pair's retired workers (long gone after this pair's correctness, unless one ignored the
+                # request) are gone before any worker of this stage takes its memory baseline
+                launch.wait_retired()
+                if early is not None:
+                    ahead = early
+                elif options.start_ahead:
+                    ahead[:1] = self._start_ahead(range(1), deadline, set_up=False)
+                first_set_up = True  # the first pair's workers still to be set up (and measured) by ``_pair``
+                if beside:
+                    first_set_up = not self._measure_first(ahead[0], memory_peaks, exiting, deadline)
+            with exclusive or nullcontext():
+                # the GPU's clocks (an nvidia-smi process: a tenth of a second or more) read while the stage goes on
+                clocks_start = _READER.submit(envinfo.gpu_clocks, ctx.gpu) if ctx.device == "cuda" else None
+                for pair_index in range(n_pairs):
+                    # Memory once, in the first pair (unless measured beside other pairs above), each worker
+                    # measured while the other is idle or not yet set up, and while every later pair's worker is
+                    # idle with no candidate code (or does not exist yet): device memory in use is counted for the
+                    # whole GPU, from a baseline each worker takes at its setup (on the H200 a candidate set up
+                    # beside a measured reference counted the reference's as its own).
+                    set_up = (first_set_up if pair_index == 0 else not options.start_ahead or early is not None)
+                    self._pair(pair_index, ahead[pair_index], set_up, memory_peaks, exiting, timing)
+                    if self.truncated:
+                        break
+                    if pair_index == 0 and options.start_ahead and n_pairs > 1 and early is None:
+                        ahead[1:] = self._start_ahead(range(1, n_pairs), deadline, set_up=True)
+                if n_pairs == 1 and not self.truncated and any(
+                        v["flagged"] for v in self._untimed_found(samples).values()):
+                    # One process pair said untimed_work: it counts only if a second, fresh pair says it too
+                    # (processes of identical code differ; the rule then judges every round of both pairs). Where
+                    # the second pair clears it, the first pair's times are dropped: a candidate that behaves only
+                    # once it has been seen gains nothing from the pair it was seen in.
+                    self._pair(n_pairs, {}, True, memory_peaks, exiting, timing)
+                    confirmed = any(v["flagged"] for v in self._untimed_found(samples).values())
+                    if not confirmed:
+                        for role in samples:
+                            for groups in samples[role].values():
+                                del groups[:1]
+                    draft.timing_ms["untimed_confirmation_pair"] = {"confirmed": confirmed,
+                                                                    "first_pair_times_dropped": not confirmed}
+                clocks_end = _READER.submit(envinfo.gpu_clocks, ctx.gpu) if ctx.device == "cuda" else None
         except WorkerFailure as failure:
             self.ev.fail(Failure("performance", "candidate", failure.kind, failure_dict("performance", failure)))
             return
@@ -293,7 +308,6 @@ class PerformanceStage:
         self.ev.timing_truncated = self.truncated
         self._judge_aliases()
         self._judge_untimed(samples)
-        clocks_end = _READER.submit(envinfo.gpu_clocks, ctx.gpu) if ctx.device == "cuda" else None
         speedups: dict[str, Any] = {}
         for baseline in ("standard", "verified"):
             if baseline not in baselines:
@@ -552,20 +566,20 @@ class PerformanceStage:
     def _pair(self, pair_index: int, workers: dict[str, Worker], set_up: bool, memory_peaks: dict[str, Any],
               exiting: list[Worker], timing: tuple[Any, ...]) -> None:
         """One process pair: its workers started (unless started ahead: ``workers``) and set up (``set_up``), the
-        first pair's measured for memory one at a time, timed once the previous pair's workers have exited
+        first pair's measured for memory one at a time (unless ``_measure_first`` did), timed once the previous pair's workers have exited
         (``_time_pair``, which ``timing`` is passed on to after the workers and pair index), then asked to exit."""
         deadline = timing[3]
         reference = workers.pop("reference", None) or self._start("reference", deadline)
         try:
             if set_up:
                 self._setup(reference, deadline)
-            if pair_index == 0:
+            if pair_index == 0 and "reference" not in memory_peaks:  # not measured beside other pairs already
                 memory_peaks["reference"] = self._memory(reference, "reference", deadline)
             candidate = workers.pop("candidate", None) or self._start("candidate", deadline)
             try:
                 if set_up:
                     self._setup(candidate, deadline)
-                if pair_index == 0:
+                if pair_index == 0 and "candidate" not in memory_peaks:
                     memory_peaks["candidate"] = self._memory(candidate, "candidate", deadline)
                 self._wait_exited(exiting)  # they exited while this pair started: now it has the GPU alone
                 self._time_pair(reference, candidate, pair_index, *timing)
@@ -575,6 +589,35 @@ class PerformanceStage:
         finally:
             reference.close(wait=False)
             exiting.append(reference)
+
+    def _measure_first(self, workers: dict[str, Worker], memory_peaks: dict[str, Any], exiting: list[Worker],
+                       deadline: float) -> bool:
+        """The first pair's workers started (unless started ahead: ``workers``, which keeps them for ``_pair``), set
+        up and measured for memory, one role at a time (the other idle or not yet set up), beside other pairs'
+        correctness runs. True when done; False when a measure ran out of memory there (their memory, perhaps, not
+        this pair's): both workers are then asked to exit, and ``_pair`` starts, sets up and measures fresh ones
+        with the device to itself (``timing_ms.memory_measured_alone`` says why)."""
+        try:
+            for role in ("reference", "candidate"):
+                if role not in workers:
+                    workers[role] = self._start(role, deadline)
+                self._setup(workers[role], deadline)
+                memory_peaks[role] = self._memory(workers[role], role, deadline)
+            return True
+        except (WorkerFailure, ReferenceFailed) as exc:
+            error = exc.failure.error if isinstance(exc, ReferenceFailed) else failure_dict("performance", exc)
+            if not reads_out_of_memory(error):
+                raise
+            for worker in workers.values():
+                self.ctx.collect(worker)
+                worker.close(wait=False)
+                exiting.append(worker)
+            workers.clear()
+            memory_peaks.clear()
+            self.draft.timing_ms["memory_measured_alone"] = {
+                "reason": "out of memory beside other pairs' correctness runs: measured again with the GPU to itself",
+                "message": str(error.get("message", ""))[:300]}
+            return False
 
     def _untimed_found(self, samples: Samples) -> dict[str, Any]:
         """Per baseline, the untimed-work rule's figures over every round timed so far (``kbv.eval.pacing``)."""
