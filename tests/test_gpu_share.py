@@ -75,6 +75,83 @@ def test_a_waiting_timing_stage_holds_back_new_correctness_runs():
     assert order.index("timing") < order.index("late")
 
 
+def _run_threads(*targets):
+    threads = [threading.Thread(target=f) for f in targets]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(5)
+    assert not any(t.is_alive() for t in threads)
+
+
+def test_a_timing_place_overlaps_correctness_and_becomes_the_device_alone_once_they_leave():
+    """A performance stage's place (``DeviceGate.timing``) sits beside correctness runs (its set-up and memory
+    measure), and its ``alone`` waits for them to leave; one arriving while it waits is held back."""
+    gate, order = DeviceGate(), []
+    correctness_in, place_in, alone_waits = threading.Event(), threading.Event(), threading.Event()
+
+    def correctness():
+        with gate.shared():
+            correctness_in.set()
+            place_in.wait(5)  # the place entered while this run is inside: they overlap
+            alone_waits.wait(5)
+            time.sleep(0.05)
+            order.append("correctness out")
+
+    def performance():
+        correctness_in.wait(5)
+        with gate.timing() as alone:
+            place_in.set()
+            order.append("beside")
+            alone_waits.set()
+            with alone():
+                order.append("alone")
+
+    def late():
+        alone_waits.wait(5)
+        time.sleep(0.02)
+        with gate.shared():
+            order.append("late")
+
+    _run_threads(correctness, performance, late)
+    assert order == ["beside", "correctness out", "alone", "late"]
+
+
+def test_no_other_holder_gets_the_device_between_a_timing_place_and_its_alone():
+    """A worker set up in a timing place (candidate code loaded) must never sit beside another pair's timing: an
+    exclusive holder (a correctness run again alone) or a second performance stage that asks while the place is
+    held gets the device only once the place is left, even if it asked before the place asked for ``alone``."""
+    gate, order = DeviceGate(), []
+    place_in, others_asked = threading.Event(), threading.Event()
+
+    def first():
+        with gate.timing() as alone:
+            place_in.set()
+            others_asked.wait(5)
+            time.sleep(0.05)  # the others now wait: the exclusive one asked before ``alone`` below
+            with alone():
+                order.append("first alone")
+            time.sleep(0.02)
+            order.append("first leaves")
+
+    def exclusive():
+        place_in.wait(5)
+        others_asked.set()
+        with gate.exclusive():
+            order.append("exclusive")
+
+    def second():
+        place_in.wait(5)
+        with gate.timing() as alone:
+            order.append("second beside")
+            with alone():
+                order.append("second alone")
+
+    _run_threads(first, exclusive, second)
+    assert order[:2] == ["first alone", "first leaves"] and set(order[2:]) == {
+        "exclusive", "second beside", "second alone"}
+
+
 def test_correctness_runs_share_the_gpu_only_while_their_expected_memory_fits():
     """Issue 13: a correctness run joins others only while their expected device memory and its own fit the gate's
     capacity (on the H200 two pairs of 12 GiB of tensors each ran out of memory beside each other and ran again
@@ -227,18 +304,18 @@ def test_a_pair_runs_correctness_shared_and_timing_exclusive(tmp_path, monkeypat
             return super().shared(need)
 
         @contextmanager
-        def exclusive(self):
-            seen.append(("enter", "exclusive"))
-            with super().exclusive():
-                yield
-            seen.append(("leave", "exclusive"))
+        def timing(self, need=0):
+            seen.append(("enter", "timing"))
+            with super().timing(need) as alone:
+                yield alone
+            seen.append(("leave", "timing"))
 
     monkeypatch.setattr(pair_mod.CorrectnessStage, "run", lambda self: seen.append(("stage", "correctness")))
-    def performance(self, exclusive=None, shared=None):
-        with shared:
+    def performance(self, place=None):
+        with place as alone:
             seen.append(("stage", "performance set-up and memory"))
-        with exclusive:
-            seen.append(("stage", "performance"))
+            with alone():
+                seen.append(("stage", "performance"))
         seen.append(("stage", "performance conclusions"))
 
     monkeypatch.setattr(pair_mod.PerformanceStage, "run", performance)
@@ -247,9 +324,9 @@ def test_a_pair_runs_correctness_shared_and_timing_exclusive(tmp_path, monkeypat
     problem = load_problem(problem_path("level1/5_ReLU"))
     record = pair_mod.PairEvaluation(problem, Candidate.from_path(CANDIDATE), EvalOptions(device="cpu", sandbox="off"),
                                      "cpu", gate=Recording()).run(pair_mod.CompileResult(ok=True))
-    assert seen == [("enter", "shared"), ("stage", "correctness"), ("enter", "shared"),
-                    ("stage", "performance set-up and memory"), ("enter", "exclusive"), ("stage", "performance"),
-                    ("leave", "exclusive"), ("stage", "performance conclusions")]
+    assert seen == [("enter", "shared"), ("stage", "correctness"), ("enter", "timing"),
+                    ("stage", "performance set-up and memory"), ("stage", "performance"), ("leave", "timing"),
+                    ("stage", "performance conclusions")]
     assert "performance/waiting_for_gpu" in record.wall_seconds and "correctness/waiting_for_gpu" in record.wall_seconds
 
 

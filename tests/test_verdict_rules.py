@@ -392,8 +392,8 @@ def test_clock_check_agrees_with_the_burst_for_an_honest_kernel_with_more_host_w
 
 
 class Holds:
-    """The performance stage's two holds on a shared GPU, as context managers that record which is held when each
-    worker command comes (``during``: command, hold), and how often each was entered."""
+    """The performance stage's place on a shared GPU and the device alone inside it, recording which is held when
+    each worker command comes (``during``: command, hold), and how often each was entered."""
 
     def __init__(self) -> None:
         self.now: str | None = None
@@ -401,11 +401,21 @@ class Holds:
         self.during: list[tuple[str, str | None]] = []
 
     @contextmanager
-    def hold(self, kind: str):
-        assert self.now is None  # never both at once: the shared place is left before the device is taken alone
-        self.now, self.entered[kind] = kind, self.entered[kind] + 1
+    def place(self):
+        """As ``DeviceGate.timing``: the shared place, yielding ``alone`` (the device to itself, inside it)."""
+        assert self.now is None
+        self.now, self.entered["shared"] = "shared", self.entered["shared"] + 1
+
+        @contextmanager
+        def alone():
+            assert self.now == "shared"
+            self.now, self.entered["exclusive"] = "exclusive", self.entered["exclusive"] + 1
+            try:
+                yield
+            finally:
+                self.now = "shared"
         try:
-            yield
+            yield alone
         finally:
             self.now = None
 
@@ -419,9 +429,9 @@ class Holds:
 def test_the_timing_holds_the_device_alone_only_for_timing_and_releases_it_before_the_conclusions(
         fake, tmp_path, monkeypatch) -> None:
     """A pair sharing its GPU sets up and measures its first timing pair's memory beside other pairs' correctness
-    runs (the shared hold), then holds the device to itself for timing, the burst and the timed-output re-check only:
-    no timing command comes outside it, and the parent's own conclusions (statistics, rules) run after both are
-    released, so other pairs' correctness goes on meanwhile."""
+    runs (its place), then holds the device to itself for timing, the burst and the timed-output re-check only: no
+    timing command comes outside it; every worker is asked to exit before the place is left; and the parent's own
+    conclusions (statistics, rules) run after, so other pairs' correctness goes on meanwhile."""
     holds = Holds()
     fake.scripts = {"reference": holds.watched(timing_script(1.0, host_ms=0.0)),
                     "candidate": holds.watched(timing_script(0.9, host_ms=0.0))}
@@ -430,8 +440,12 @@ def test_the_timing_holds_the_device_alone_only_for_timing_and_releases_it_befor
     monkeypatch.setattr(performance.PerformanceStage, "_judge_burst",
                         lambda self, speedups: (concluded_while.append(holds.now), real(self, speedups)))
     ctx = context(tmp_path, timing_pairs=2, protocol="verified", start_ahead=False)
-    performance.PerformanceStage(ctx).run(holds.hold("exclusive"), holds.hold("shared"))
+    asked_to_exit: list[str | None] = []
+    monkeypatch.setattr(FakeWorker, "close", lambda self, wait=True: None if wait else asked_to_exit.append(holds.now))
+    performance.PerformanceStage(ctx).run(holds.place())
     assert holds.entered == {"shared": 1, "exclusive": 1}
+    # every worker asked to exit while the place is held: another pair's timing waits for them (launch.retire)
+    assert len(asked_to_exit) >= 4 and None not in asked_to_exit  # two pairs of two workers
     assert [c for c, h in holds.during if c == "memory"] and {h for c, h in holds.during if c == "memory"} == {"shared"}
     assert {h for c, h in holds.during if c in ("time", "burst", "kept", "judge", "forward")} == {"exclusive"}
     assert [h for c, h in holds.during if c == "setup"] == ["shared", "shared", "exclusive", "exclusive"]  # 2 pairs
@@ -453,7 +467,7 @@ def test_a_memory_measure_out_of_memory_beside_other_pairs_is_taken_again_with_t
 
     fake.scripts = {"reference": holds.watched(base), "candidate": holds.watched(candidate)}
     ctx = context(tmp_path, timing_pairs=1, protocol="verified", start_ahead=False)
-    performance.PerformanceStage(ctx).run(holds.hold("exclusive"), holds.hold("shared"))
+    performance.PerformanceStage(ctx).run(holds.place())
     assert not ctx.evidence.failures and ctx.draft.speedup["verified"]["value"] is not None
     assert "out of memory" in ctx.draft.timing_ms["memory_measured_alone"]["message"]
     # the reference's and the candidate's (failed) measures beside others, then both again alone
@@ -465,7 +479,7 @@ def test_a_memory_measure_out_of_memory_beside_other_pairs_is_taken_again_with_t
         WorkerFailure("error", "CUDA out of memory")) if msg["cmd"] == "memory" else base(msg)}
     (tmp_path / "b").mkdir()
     ctx = context(tmp_path / "b", timing_pairs=1, protocol="verified", start_ahead=False)
-    performance.PerformanceStage(ctx).run(always.hold("exclusive"), always.hold("shared"))
+    performance.PerformanceStage(ctx).run(always.place())
     assert [f.role for f in ctx.evidence.failures] == ["candidate"]
 
 

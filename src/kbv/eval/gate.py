@@ -1,8 +1,10 @@
 """Sharing one GPU between pairs: correctness runs may overlap, timing always has the device to itself.
 
-A :class:`DeviceGate` is a readers-writer lock per GPU. Correctness stages enter it shared, performance stages
-(timing, the memory measure: device memory in use is counted for the whole device) exclusively; a waiting
-performance stage holds back new correctness stages, so timing is never starved. A correctness stage also says how
+A :class:`DeviceGate` is a readers-writer lock per GPU. Correctness stages enter it shared; a performance stage
+enters ``timing``: a shared place (its first pair's set-up and memory measure beside other pairs' correctness) that
+becomes the device to itself for timing without letting another holder in between, so no worker with candidate code
+is ever idle, or busy, beside another pair's timing. One performance stage holds such a place at a time; a waiting
+one holds back new correctness stages, so timing is never starved. A correctness stage also says how
 much device memory it is expected to need (``kbv.eval.pair.correctness_memory``): it joins others only while their
 needs and its own fit the gate's ``capacity`` (alone it always enters), so pairs with large tensors no longer run
 out of memory beside each other and run their correctness again. With ``EvalOptions.gpu_share`` at 1 (the
@@ -13,7 +15,8 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from typing import Callable
 
 
 class DeviceGate:
@@ -24,6 +27,7 @@ class DeviceGate:
         self._writer = False
         self._writers_waiting = 0
         self._held_back = 0  # correctness stages waiting for memory: no later one overtakes them
+        self._timing = False  # a performance stage holds its place (``timing``): a second waits
         self.capacity = capacity  # bytes the shared stages' expected needs may add up to (None: no bound)
 
     @contextmanager
@@ -31,10 +35,43 @@ class DeviceGate:
         """A correctness stage expected to need ``need`` bytes of device memory: alongside other correctness
         stages while their needs fit ``capacity`` (alone, whatever its need), never during timing. One held back
         for memory goes before any that arrives after it (a large pair is not starved by a stream of small ones)."""
+        with self._enter_shared(need, timing=False):
+            yield
+
+    @contextmanager
+    def timing(self, need: int = 0) -> Iterator[Callable[[], AbstractContextManager[None]]]:
+        """A performance stage: a shared place as ``shared`` (one such place at a time), yielding ``alone``, whose
+        context is the device to itself: it waits for the other shared holders to leave, and no exclusive holder
+        gets in between (each waits for this place to be left)."""
+        with self._enter_shared(need, timing=True):
+            yield self._alone
+
+    @contextmanager
+    def _alone(self) -> Iterator[None]:
+        """From a ``timing`` place: the device to itself once every other shared holder has left."""
+        with self._cond:
+            self._writers_waiting += 1
+            try:
+                while self._readers > 1:
+                    self._cond.wait()
+            finally:
+                self._writers_waiting -= 1
+            self._readers -= 1
+            self._writer = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._writer = False
+                self._readers += 1
+                self._cond.notify_all()
+
+    @contextmanager
+    def _enter_shared(self, need: int, timing: bool) -> Iterator[None]:
         with self._cond:
             held_back = False
             while True:
-                if not (self._writer or self._writers_waiting):
+                if not (self._writer or self._writers_waiting or (timing and self._timing)):
                     fits = not self._readers or self.capacity is None or self._used + need <= self.capacity
                     if fits and (held_back or not self._held_back):
                         break
@@ -46,12 +83,15 @@ class DeviceGate:
                 self._held_back -= 1
             self._readers += 1
             self._used += need
+            self._timing = self._timing or timing
         try:
             yield
         finally:
             with self._cond:
                 self._readers -= 1
                 self._used -= need
+                if timing:
+                    self._timing = False
                 self._cond.notify_all()
 
     @contextmanager
@@ -71,3 +111,9 @@ class DeviceGate:
             with self._cond:
                 self._writer = False
                 self._cond.notify_all()
+
+
+@contextmanager
+def ungated() -> Iterator[Callable[[], AbstractContextManager[None]]]:
+    """A GPU not shared with other pairs: a ``timing`` place that is always the device's alone."""
+    yield nullcontext

@@ -203,22 +203,24 @@ class PairEvaluation:
             self.ctx.charge("correctness", "waiting_for_gpu", time.monotonic() - t0)
             CorrectnessStage(self.ctx).run()
 
-    def _timing_gates(self, ctx: PairContext) -> tuple[AbstractContextManager[None], AbstractContextManager[None]]:
-        """The performance stage's two holds on the shared GPU: the device to itself (timing), and a place beside
-        other pairs' correctness runs for the first pair's set-up and memory measure, expected to need what this
-        pair's correctness stage did; each wait charged to ``performance/waiting_for_gpu``."""
+    @contextmanager
+    def _timing_place(self, ctx: PairContext) -> Iterator[Callable[[], AbstractContextManager[None]]]:
+        """The performance stage's place on the shared GPU (``DeviceGate.timing``), expected to need what this pair's
+        correctness stage did; the waits for it and for the device alone charged to ``performance/waiting_for_gpu``."""
         gate = self.gate
         assert gate is not None
+        t0 = time.monotonic()
+        with gate.timing(int(ctx.draft.env.get("correctness_memory_expected") or 0)) as alone:
+            ctx.charge("performance", "waiting_for_gpu", time.monotonic() - t0)
 
-        @contextmanager
-        def held(enter: Callable[[], AbstractContextManager[None]]) -> Iterator[None]:
-            t0 = time.monotonic()
-            with enter():
-                ctx.charge("performance", "waiting_for_gpu", time.monotonic() - t0)
-                yield
+            @contextmanager
+            def charged() -> Iterator[None]:
+                t1 = time.monotonic()
+                with alone():
+                    ctx.charge("performance", "waiting_for_gpu", time.monotonic() - t1)
+                    yield
 
-        need = int(ctx.draft.env.get("correctness_memory_expected") or 0)
-        return held(gate.exclusive), held(partial(gate.shared, need))
+            yield charged
 
     def run(self, compiled: CompileResult | None = None) -> Record:
         ctx = self.ctx
@@ -246,7 +248,7 @@ class PairEvaluation:
                 if ev.timed_for:
                     draft.stage = "performance"
                     t0 = time.monotonic()
-                    PerformanceStage(ctx).run(*self._timing_gates(ctx) if self.gate else ())
+                    PerformanceStage(ctx).run(self._timing_place(ctx) if self.gate else None)
                     draft.wall_seconds["performance"] = round(time.monotonic() - t0, 3)
                     roofline_section(ctx)
                 self._integrity()

@@ -22,6 +22,7 @@ from kbv import envinfo, stats
 from kbv.eval.context import PairContext, ReferenceFailed, failure_dict
 from kbv.eval.correctness import as_float
 from kbv.eval.evidence import PART_OF, Failure, reads_out_of_memory
+from kbv.eval.gate import ungated
 from kbv.eval.lent_timing import TimedLoan, lends
 from kbv.eval.pacing import Pacer, untimed_excess, untimed_ms
 from kbv.eval.refcache import ReferenceTimingCache, cache_key
@@ -219,14 +220,14 @@ class PerformanceStage:
 
     # -- the stage ------------------------------------------------------------------------------------------------
 
-    def run(self, exclusive: AbstractContextManager[Any] | None = None,
-            shared: AbstractContextManager[Any] | None = None) -> None:
-        """The stage. On a GPU shared with other pairs (``kbv.eval.gate``), ``exclusive`` is held around the work
-        that needs the device to itself (timing, the burst check, the timed-output re-check) and released before the
-        parent's own conclusions (statistics and rules), which need no device; ``shared``, where given, around the
-        first pair's set-up and memory measure before it, beside other pairs' correctness runs (the driver's
-        per-process figure and the worker's own allocator peak are its alone; where NVML cannot be read, or the
-        measure runs out of memory beside others, it is taken again with the device to itself)."""
+    def run(self, place: AbstractContextManager[Callable[[], AbstractContextManager[Any]]] | None = None) -> None:
+        """The stage. On a GPU shared with other pairs, ``place`` is the stage's place on it (``DeviceGate.timing``):
+        held beside other pairs' correctness for the first pair's set-up and memory measure (the driver's
+        per-process figure and the worker's own allocator peak are each process's own; where NVML cannot be read,
+        or the measure runs out of memory beside others, it is taken with the device alone), and become the device
+        to itself (what it yields: ``alone``) for the timed rounds, the burst check and the timed-output re-check;
+        every worker is asked to exit before the place is left, so none with candidate code outlives it beside
+        another pair's timing, and the parent's own conclusions (statistics and rules) come after."""
         ctx, options, draft = self.ctx, self.options, self.draft
         baselines = self.baselines
         n_pairs = timing_pairs(ctx)
@@ -248,9 +249,9 @@ class PerformanceStage:
         # workers together, started and set up while those exit.
         ahead: list[dict[str, Worker]] = [{} for _ in range(n_pairs)]
         timing = (cached, seed, share, deadline, samples, warmups, flags, wall)
-        beside = shared is not None and (ctx.device == "cpu" or devmem.available())
-        try:
-            with (shared if beside else None) or nullcontext():
+        beside = place is not None and (ctx.device == "cpu" or devmem.available())
+        with place or ungated() as alone:
+            try:
                 with ctx.clock("performance", "start_ahead"):  # started while correctness ran: the wait, if any
                     early = ctx.take_early_workers()  # one per pair (timing_pairs)
                 # an earlier pair's retired workers (long gone after this pair's correctness, unless one ignored the
@@ -260,51 +261,51 @@ class PerformanceStage:
                     ahead = early
                 elif options.start_ahead:
                     ahead[:1] = self._start_ahead(range(1), deadline, set_up=False)
-                first_set_up = True  # the first pair's workers still to be set up (and measured) by ``_pair``
-                if beside:
-                    first_set_up = not self._measure_first(ahead[0], memory_peaks, exiting, deadline)
-            with exclusive or nullcontext():
-                # the GPU's clocks (an nvidia-smi process: a tenth of a second or more) read while the stage goes on
-                clocks_start = _READER.submit(envinfo.gpu_clocks, ctx.gpu) if ctx.device == "cuda" else None
-                for pair_index in range(n_pairs):
-                    # Memory once, in the first pair (unless measured beside other pairs above), each worker
-                    # measured while the other is idle or not yet set up, and while every later pair's worker is
-                    # idle with no candidate code (or does not exist yet): device memory in use is counted for the
-                    # whole GPU, from a baseline each worker takes at its setup (on the H200 a candidate set up
-                    # beside a measured reference counted the reference's as its own).
-                    set_up = (first_set_up if pair_index == 0 else not options.start_ahead or early is not None)
-                    self._pair(pair_index, ahead[pair_index], set_up, memory_peaks, exiting, timing)
-                    if self.truncated:
-                        break
-                    if pair_index == 0 and options.start_ahead and n_pairs > 1 and early is None:
-                        ahead[1:] = self._start_ahead(range(1, n_pairs), deadline, set_up=True)
-                if n_pairs == 1 and not self.truncated and any(
-                        v["flagged"] for v in self._untimed_found(samples).values()):
-                    # One process pair said untimed_work: it counts only if a second, fresh pair says it too
-                    # (processes of identical code differ; the rule then judges every round of both pairs). Where
-                    # the second pair clears it, the first pair's times are dropped: a candidate that behaves only
-                    # once it has been seen gains nothing from the pair it was seen in.
-                    self._pair(n_pairs, {}, True, memory_peaks, exiting, timing)
-                    confirmed = any(v["flagged"] for v in self._untimed_found(samples).values())
-                    if not confirmed:
-                        for role in samples:
-                            for groups in samples[role].values():
-                                del groups[:1]
-                    draft.timing_ms["untimed_confirmation_pair"] = {"confirmed": confirmed,
-                                                                    "first_pair_times_dropped": not confirmed}
-                clocks_end = _READER.submit(envinfo.gpu_clocks, ctx.gpu) if ctx.device == "cuda" else None
-        except WorkerFailure as failure:
-            self.ev.fail(Failure("performance", "candidate", failure.kind, failure_dict("performance", failure)))
-            return
-        finally:
-            for workers in ahead:  # started ahead and never timed (a failure, or a truncated candidate)
-                for worker in workers.values():
-                    self.ctx.collect(worker)
-                    worker.close(wait=False)
-                    exiting.append(worker)
-            # the last pair's workers exit while whatever comes next runs (the next pair's correctness): waited for
-            # before any timing starts and before the run returns, not on this pair's clock
-            launch.retire(exiting)
+                # the first pair's workers still to be set up (and measured) by ``_pair``, with the device alone
+                first_set_up = not (beside and self._measure_first(ahead[0], memory_peaks, exiting, deadline))
+                with alone():
+                    # the GPU's clocks (an nvidia-smi process: a tenth of a second or more) read as the stage goes on
+                    clocks_start = _READER.submit(envinfo.gpu_clocks, ctx.gpu) if ctx.device == "cuda" else None
+                    for pair_index in range(n_pairs):
+                        # Memory once, in the first pair (unless measured above), each worker measured while the
+                        # other is idle or not yet set up, and while every later pair's worker is idle with no
+                        # candidate code (or does not exist yet): device memory in use is counted for the whole GPU,
+                        # from a baseline each worker takes at its setup (on the H200 a candidate set up beside a
+                        # measured reference counted the reference's as its own).
+                        set_up = first_set_up if pair_index == 0 else not options.start_ahead or early is not None
+                        self._pair(pair_index, ahead[pair_index], set_up, memory_peaks, exiting, timing)
+                        if self.truncated:
+                            break
+                        if pair_index == 0 and options.start_ahead and n_pairs > 1 and early is None:
+                            ahead[1:] = self._start_ahead(range(1, n_pairs), deadline, set_up=True)
+                    if n_pairs == 1 and not self.truncated and any(
+                            v["flagged"] for v in self._untimed_found(samples).values()):
+                        # One process pair said untimed_work: it counts only if a second, fresh pair says it too
+                        # (processes of identical code differ; the rule then judges every round of both pairs).
+                        # Where the second pair clears it, the first pair's times are dropped: a candidate that
+                        # behaves only once it has been seen gains nothing from the pair it was seen in.
+                        self._pair(n_pairs, {}, True, memory_peaks, exiting, timing)
+                        confirmed = any(v["flagged"] for v in self._untimed_found(samples).values())
+                        if not confirmed:
+                            for role in samples:
+                                for groups in samples[role].values():
+                                    del groups[:1]
+                        draft.timing_ms["untimed_confirmation_pair"] = {"confirmed": confirmed,
+                                                                        "first_pair_times_dropped": not confirmed}
+                    clocks_end = _READER.submit(envinfo.gpu_clocks, ctx.gpu) if ctx.device == "cuda" else None
+            except WorkerFailure as failure:
+                self.ev.fail(Failure("performance", "candidate", failure.kind, failure_dict("performance", failure)))
+                return
+            finally:
+                for workers in ahead:  # started ahead and never timed (a failure, or a truncated candidate)
+                    for worker in workers.values():
+                        self.ctx.collect(worker)
+                        worker.close(wait=False)
+                        exiting.append(worker)
+                # the last pair's workers exit while whatever comes next runs (the next pair's correctness): waited
+                # for before any timing starts (asked here, inside the place) and before the run returns, not on
+                # this pair's clock
+                launch.retire(exiting)
         self.ev.timing_truncated = self.truncated
         self._judge_aliases()
         self._judge_untimed(samples)
