@@ -26,6 +26,8 @@ Stages (``--stages``, in this order; ``--smoke`` = env,build,pytest,examples and
   vskb      benchmarks/vs_kernelbench.py: kbv and KernelBench's own harness on the same pairs (--vskb-pairs;
             KernelBench's code from --kb-peer, pydantic from carried wheels)
   overhead  benchmarks/trial_overhead.py: the parts of one timed trial's wall time, in-process, at two sizes
+  recording benchmarks/recording_cost.py: what recording every timed call's device kernels (CUPTI, through
+            torch.profiler) costs each role's timing and whether it moves the speedup (--recording-pairs)
   agent     scripts/agent_replay.py: the agent's loop against a scripted model on two built-in problems, with
             --ncu (a replay of the machinery, not a model's skill)
   trace     ``kbv trace`` of every shipped recipe on the GPU, ``kbv suite build`` of the production suite from
@@ -316,6 +318,23 @@ def stage_overhead(out: Path) -> None:
             say("[overhead]", proc.stdout.strip() or proc.stderr.strip()[-2000:])
 
 
+RECORDING_PAIRS = (  # the problems of benchmarks/kernels/kernelbench's custom kernels (fused or not), and
+    # references of many small kernels (a conv net, an MLP) beside few large ones (GEMMs)
+    "level1/19", "level1/23", "level1/36", "level2/1", "level2/12", "level2/76", "level1/1", "level2/14", "level3/4",
+    "level3/3", "level2/18",
+)
+
+
+def stage_recording(out: Path, args: argparse.Namespace) -> None:
+    """benchmarks/recording_cost.py: each pair's roles timed plain and with every call's device kernels recorded."""
+    with (out / "recording.log").open("w") as log:
+        subprocess.run([sys.executable, str(ROOT / "benchmarks" / "recording_cost.py"), "--problems",
+                        str(args.kb_dir), "--pairs", args.recording_pairs, "--device", "cuda",
+                        "--out", str(out / "recording")], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
+                       timeout=900)
+    say("[recording]", *(out / "recording.log").read_text().strip().splitlines()[-30:])
+
+
 VSKB_PAIRS = (  # 20 KernelBench problems of all three levels, 4 with custom Triton kernels (docs/results/h200-2026-12-02-e;
     # level1/13 in place of level1/19_ReLU, whose 6 GB outputs cost KernelBench's harness 86 s, since
     # h200-2026-12-03): a small pair first (its KernelBench run is repeated once to warm the imports)
@@ -415,6 +434,8 @@ def main() -> int:
     ap.add_argument("--vskb-pairs", default=",".join(VSKB_PAIRS),
                     help="vskb: comma-separated KernelBench problem keys, run in that order (default: the 20 pairs of "
                     "docs/results/h200-2026-12-02-e, about 20 s each on both sides: give --vskb-budget 540)")
+    ap.add_argument("--recording-pairs", default=",".join(RECORDING_PAIRS),
+                    help="recording: comma-separated KernelBench problems, level<N>/<id>")
     ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "gpu-results")))
     ap.add_argument("--build-workers", type=int, default=envinfo.cpu_count())
     ap.add_argument("--pack", type=Path, default=None,
@@ -465,6 +486,8 @@ def main() -> int:
             stage_vskb(args.out, args)
         elif stage == "overhead":
             stage_overhead(args.out)
+        elif stage == "recording":
+            stage_recording(args.out, args)
         elif stage == "agent":
             stage_agent(args.out)
         elif stage == "trace":

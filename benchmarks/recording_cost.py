@@ -1,0 +1,152 @@
+#!/usr/bin/env python3
+"""What recording every timed call's device kernels would cost the timing, and whether it moves the speedup.
+
+    python benchmarks/recording_cost.py --problems .kb/kernelbench --pairs level1/19,level2/76 --device cuda --out r/
+
+The step issue 12 leaves for the GPU's profiled call (docs/security.md): on a GPU kernel names can only be read
+inside the process that launches them (CUPTI), so the one profiled call is a call the candidate can recognise. The
+fix is to record the kernels of every timed call, in both roles, so that what a candidate does while recorded is
+what is timed. Before that replaces the profiled call, its cost must be known: CUPTI's kernel records add work to
+every launch, which could slow a many-kernel reference more than a fused candidate (or the other way round) and so
+move the speedup. This benchmark measures it, with nothing of kbv's sandbox or parent: for each pair (a KernelBench
+problem's reference and, where ``--candidates`` has one, its custom kernel, else the reference again), each role is
+timed by ``kbv.worker.timer.time_calls`` (the worker's own timer: cache flush, events, device-wide synchronize) in
+``--rounds`` alternating rounds, plain and under ``torch.profiler`` recording device activity only (CUDA kernels;
+on the CPU, for a smoke test, CPU operators), the recording started before the command and stopped after it, as it
+would be around a timing command. Per pair: each role's median per mode, the recorded-over-plain ratio, the speedup
+plain and recorded, their ratio (``distortion``: 1 means recording leaves the speedup alone), and the kernels
+recorded per call. Results: ``<out>/recording_cost.json``. Figures are what this run measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import re
+import statistics
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+import torch  # noqa: E402
+from torch.profiler import ProfilerActivity, profile  # noqa: E402
+
+from kbv.protocol import TIMING_RULES  # noqa: E402
+from kbv.worker import timer  # noqa: E402
+
+
+def load(path: Path, name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def problem_file(problems: Path, key: str) -> Path:
+    """``level1/19`` (or ``level1/19_ReLU``): that problem's file in a KernelBench-layout folder."""
+    level, rest = key.split("/", 1)
+    number = re.match(r"\d+", rest)
+    if number is None:
+        raise SystemExit(f"bad pair {key!r}: want level<N>/<id>")
+    found = sorted((problems / level).glob(f"{number.group()}_*.py"))
+    if not found:
+        raise SystemExit(f"no problem {key} under {problems / level}")
+    return found[0]
+
+
+def to(value: Any, device: str) -> Any:
+    return value.to(device) if isinstance(value, torch.Tensor) else value
+
+
+def timed(model: torch.nn.Module, inputs: list[Any], device: str, trials: int, record: bool) -> dict[str, Any]:
+    """One timing command of ``model`` on ``inputs``: the median per call, and with ``record`` the device kernels
+    (CPU operators on the CPU) recorded per call."""
+    def call() -> Any:
+        with torch.no_grad():
+            return model(*inputs)
+
+    rule = TIMING_RULES["cuda" if device.startswith("cuda") else "cpu"]
+    if not record:
+        result = timer.time_calls(call, device, rule, max_trials=trials)
+        return {"median_ms": statistics.median(result["times_ms"])}
+    activity = ProfilerActivity.CUDA if device.startswith("cuda") else ProfilerActivity.CPU
+    with profile(activities=[activity]) as prof:
+        result = timer.time_calls(call, device, rule, max_trials=trials)
+    calls = 3 + int(result["warmup"]) + len(result["times_ms"])  # the estimates, the warm-up, the trials
+    kinds = ("cuda", "kernel") if device.startswith("cuda") else ("cpu",)
+    events = [e for e in prof.events() if str(getattr(e, "device_type", "")).lower().split(".")[-1] in kinds]
+    return {"median_ms": statistics.median(result["times_ms"]), "records_per_call": len(events) / calls}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--problems", type=Path, default=ROOT / ".kb" / "kernelbench")
+    ap.add_argument("--pairs", required=True, help="comma-separated level<N>/<id>")
+    ap.add_argument("--candidates", type=Path, default=ROOT / "benchmarks" / "kernels" / "kernelbench",
+                    help="KernelBench's generation layout: level_<L>_problem_<id>_sample_0_kernel.py")
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--rounds", type=int, default=4, help="alternating rounds of plain and recorded per role")
+    ap.add_argument("--trials", type=int, default=100, help="timed trials per command (at most)")
+    ap.add_argument("--out", type=Path, required=True)
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for key in [k.strip() for k in args.pairs.split(",") if k.strip()]:
+        path = problem_file(args.problems, key)
+        level, number = key.split("/")[0][len("level"):], re.match(r"\d+", key.split("/", 1)[1]).group()  # type: ignore[union-attr]
+        problem = load(path, f"recording_cost_problem_{level}_{number}")
+        kernel = args.candidates / f"level_{level}_problem_{number}_sample_0_kernel.py"
+        torch.manual_seed(0)
+        reference = problem.Model(*problem.get_init_inputs()).to(args.device).eval()
+        if kernel.is_file():
+            torch.manual_seed(0)
+            candidate = load(kernel, f"recording_cost_kernel_{level}_{number}").ModelNew(
+                *problem.get_init_inputs()).to(args.device).eval()
+        else:
+            candidate = reference
+        torch.manual_seed(1)
+        inputs = [to(x, args.device) for x in problem.get_inputs()]
+        modes: dict[str, dict[str, list[float]]] = {r: {"plain": [], "recorded": []} for r in ("reference", "candidate")}
+        per_call: dict[str, list[float]] = {"reference": [], "candidate": []}
+        for round_index in range(args.rounds):
+            order = ("plain", "recorded") if round_index % 2 == 0 else ("recorded", "plain")
+            for role, model in (("reference", reference), ("candidate", candidate)):
+                for mode in order:
+                    got = timed(model, inputs, args.device, args.trials, mode == "recorded")
+                    modes[role][mode].append(got["median_ms"])
+                    if "records_per_call" in got:
+                        per_call[role].append(got["records_per_call"])
+        medians = {role: {mode: statistics.median(v) for mode, v in m.items()} for role, m in modes.items()}
+        plain = medians["reference"]["plain"] / medians["candidate"]["plain"]
+        recorded = medians["reference"]["recorded"] / medians["candidate"]["recorded"]
+        row = {"pair": key, "problem": path.name, "candidate": kernel.name if kernel.is_file() else "reference",
+               "median_ms": medians, "rounds_ms": modes,
+               "recorded_over_plain": {r: m["recorded"] / m["plain"] for r, m in medians.items()},
+               "speedup": {"plain": plain, "recorded": recorded}, "distortion": recorded / plain,
+               "records_per_call": {r: statistics.median(v) if v else None for r, v in per_call.items()}}
+        rows.append(row)
+        print(json.dumps({k: row[k] for k in ("pair", "candidate", "recorded_over_plain", "speedup", "distortion",
+                                              "records_per_call")}), flush=True)
+        del reference, candidate, inputs
+        if args.device.startswith("cuda"):
+            torch.cuda.empty_cache()
+    summary = {"device": torch.cuda.get_device_name() if args.device.startswith("cuda") else "cpu",
+               "torch": torch.__version__, "rounds": args.rounds, "trials": args.trials, "pairs": len(rows),
+               "distortion_max_abs": max((abs(r["distortion"] - 1) for r in rows), default=None),
+               "recorded_over_plain_median": {role: statistics.median(r["recorded_over_plain"][role] for r in rows)
+                                              for role in ("reference", "candidate")} if rows else None,
+               "rows": rows}
+    (args.out / "recording_cost.json").write_text(json.dumps(summary, indent=1))
+    print(json.dumps({k: v for k, v in summary.items() if k != "rows"}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
