@@ -152,6 +152,68 @@ def test_no_other_holder_gets_the_device_between_a_timing_place_and_its_alone():
         "exclusive", "second beside", "second alone"}
 
 
+def test_the_gate_under_a_random_mix_of_holders_never_lets_timing_overlap_anything_and_never_stalls():
+    """Many threads entering as correctness runs, timing places (some going alone) and exclusive runs, in a random
+    order with random memory needs: whenever a holder has the device alone nobody else is inside, at most one timing
+    place is held, the expected memory inside stays within capacity unless one holder is alone in the gate, and
+    every thread finishes."""
+    import random
+
+    gate, lock = DeviceGate(capacity=10), threading.Lock()
+    inside = {"shared": 0, "places": 0, "alone": 0, "used": 0}
+    broken: list[str] = []
+
+    def check() -> None:
+        with lock:
+            if inside["alone"] and (inside["alone"] > 1 or inside["shared"] or inside["places"]):
+                broken.append(f"alone beside others: {inside}")
+            if inside["places"] > 1:
+                broken.append(f"two timing places: {inside}")
+            if inside["shared"] + inside["places"] > 1 and inside["used"] > 10:
+                broken.append(f"over capacity: {inside}")
+
+    def enter(kind: str, need: int, delta: int) -> None:
+        with lock:
+            inside[kind] += delta
+            inside["used"] += need * delta if kind in ("shared", "places") else 0
+        check()
+
+    def worker(seed: int) -> None:
+        rng = random.Random(seed)
+        for _ in range(15):
+            kind, need = rng.choice(["shared", "shared", "place", "exclusive"]), rng.randint(0, 8)
+            if kind == "shared":
+                with gate.shared(need):
+                    enter("shared", need, 1)
+                    time.sleep(rng.random() / 500)
+                    enter("shared", need, -1)
+            elif kind == "exclusive":
+                with gate.exclusive():
+                    enter("alone", 0, 1)
+                    time.sleep(rng.random() / 500)
+                    enter("alone", 0, -1)
+            else:
+                with gate.timing(need) as alone:
+                    enter("places", need, 1)
+                    time.sleep(rng.random() / 500)
+                    enter("places", need, -1)
+                    with alone():
+                        enter("alone", 0, 1)
+                        time.sleep(rng.random() / 500)
+                        enter("alone", 0, -1)
+                    enter("places", need, 1)
+                    enter("places", need, -1)
+
+    threads = [threading.Thread(target=worker, args=(seed,)) for seed in range(8)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 20
+    for t in threads:
+        t.join(max(0.0, deadline - time.monotonic()))
+    assert not any(t.is_alive() for t in threads), "the gate stalled"
+    assert not broken, broken[:3]
+
+
 def test_correctness_runs_share_the_gpu_only_while_their_expected_memory_fits():
     """Issue 13: a correctness run joins others only while their expected device memory and its own fit the gate's
     capacity (on the H200 two pairs of 12 GiB of tensors each ran out of memory beside each other and ran again
