@@ -483,6 +483,31 @@ def test_a_memory_measure_out_of_memory_beside_other_pairs_is_taken_again_with_t
     assert [f.role for f in ctx.evidence.failures] == ["candidate"]
 
 
+@pytest.mark.parametrize("driver_figure", [2**20, None])
+def test_a_gpu_memory_measure_beside_other_pairs_counts_only_with_the_drivers_per_process_figure(
+        fake, tmp_path, monkeypatch, driver_figure) -> None:
+    """On a GPU the memory measured beside other pairs' correctness stands only where the driver's per-process figure
+    was read for both roles: without it the rule would compare the whole device's memory in use, which counts the
+    other pairs' too, so the workers are asked to exit and the measure is taken again alone."""
+    fake.scripts = {"reference": timing_script(1.0, host_ms=0.0), "candidate": timing_script(1.0, host_ms=0.0)}
+    ctx = context(tmp_path, timing_pairs=1, protocol="verified")
+    ctx.device = "cuda"
+    monkeypatch.setattr(performance.PerformanceStage, "_memory",
+                        lambda self, worker, role, deadline: {"peak_bytes": 1, "process_device_bytes": driver_figure})
+    stage = performance.PerformanceStage(ctx)
+    workers: dict[str, Any] = {}
+    peaks: dict[str, Any] = {}
+    exiting: list[Any] = []
+    measured = stage._measure_first(workers, peaks, exiting, time.monotonic() + 60)
+    if driver_figure:
+        assert measured and set(workers) == set(peaks) == {"reference", "candidate"} and not exiting
+        assert "memory_measured_alone" not in ctx.draft.timing_ms
+    else:
+        assert not measured and not workers and not peaks and len(exiting) == 2
+        assert "per-process figure" in ctx.draft.timing_ms["memory_measured_alone"]["reason"]
+    launch.retire(exiting)
+
+
 def test_the_timing_stage_keeps_the_correctness_stages_memory_figure(fake, tmp_path) -> None:
     """The correctness stage's device-memory figure (``memory_bytes.correctness_stage``) is still in the record
     after the timing stage writes its own memory figures (it replaced the whole field on the H200)."""

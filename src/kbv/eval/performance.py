@@ -595,30 +595,36 @@ class PerformanceStage:
                        deadline: float) -> bool:
         """The first pair's workers started (unless started ahead: ``workers``, which keeps them for ``_pair``), set
         up and measured for memory, one role at a time (the other idle or not yet set up), beside other pairs'
-        correctness runs. True when done; False when a measure ran out of memory there (their memory, perhaps, not
-        this pair's): both workers are then asked to exit, and ``_pair`` starts, sets up and measures fresh ones
-        with the device to itself (``timing_ms.memory_measured_alone`` says why)."""
+        correctness runs. True when done. False where a measure ran out of memory there (their memory, perhaps,
+        not this pair's), or where the driver's per-process figure was not read for both roles on a GPU (the
+        whole device's memory in use, compared instead, counts the other pairs' too): both workers are then asked
+        to exit, and ``_pair`` starts, sets up and measures fresh ones with the device to itself
+        (``timing_ms.memory_measured_alone`` says why)."""
         try:
             for role in ("reference", "candidate"):
                 if role not in workers:
                     workers[role] = self._start(role, deadline)
                 self._setup(workers[role], deadline)
                 memory_peaks[role] = self._memory(workers[role], role, deadline)
-            return True
         except (WorkerFailure, ReferenceFailed) as exc:
             error = exc.failure.error if isinstance(exc, ReferenceFailed) else failure_dict("performance", exc)
             if not reads_out_of_memory(error):
                 raise
-            for worker in workers.values():
-                self.ctx.collect(worker)
-                worker.close(wait=False)
-                exiting.append(worker)
-            workers.clear()
-            memory_peaks.clear()
-            self.draft.timing_ms["memory_measured_alone"] = {
-                "reason": "out of memory beside other pairs' correctness runs: measured again with the GPU to itself",
-                "message": str(error.get("message", ""))[:300]}
-            return False
+            why = {"reason": "out of memory beside other pairs' correctness runs: measured again with the GPU to "
+                             "itself", "message": str(error.get("message", ""))[:300]}
+        else:
+            if self.ctx.device == "cpu" or all(memory_peaks[r].get("process_device_bytes") for r in memory_peaks):
+                return True
+            why = {"reason": "the driver's per-process figure was not read for both roles beside other pairs: "
+                             "measured again with the GPU to itself", "message": ""}
+        for worker in workers.values():
+            self.ctx.collect(worker)
+            worker.close(wait=False)
+            exiting.append(worker)
+        workers.clear()
+        memory_peaks.clear()
+        self.draft.timing_ms["memory_measured_alone"] = why
+        return False
 
     def _untimed_found(self, samples: Samples) -> dict[str, Any]:
         """Per baseline, the untimed-work rule's figures over every round timed so far (``kbv.eval.pacing``)."""
