@@ -96,7 +96,8 @@ class DeviceGate:
 
     @contextmanager
     def exclusive(self) -> Iterator[None]:
-        """A performance stage: the device to itself."""
+        """The device to itself (a correctness stage run again alone: ``kbv.eval.pair``), once every holder has left;
+        a waiting one holds back new shared holders."""
         with self._cond:
             self._writers_waiting += 1
             try:
