@@ -65,7 +65,8 @@ def large_output(record: dict) -> dict | None:
 
 def sharing(records: list[dict]) -> dict:
     """How the batch used the GPU beside other pairs: the seconds summed over its records of each part that sharing
-    changes (the waits, the correctness workers' CUDA starts and their start ahead, discarded runs), how many
+    changes (the waits, the correctness workers' CUDA starts and their start ahead, discarded runs), the seconds the
+    timing stages held the GPU alone (``timing_ms.device_alone_s``: no other pair overlaps them), how many
     records took correctness workers started ahead (``kbv.eval.lookahead``), and how the gate's expected memory
     compared with what each correctness stage held (``memory_bytes.correctness_stage``: the held figure above the
     expected one is an underestimate, the gate's risk of a run again)."""
@@ -75,7 +76,9 @@ def sharing(records: list[dict]) -> dict:
               for part in parts}
     held = [((r.get("memory_bytes") or {}).get("correctness_stage") or {}) for r in records]
     compared = [h for h in held if isinstance(h.get("together_max"), int) and h.get("expected")]
+    alone = [float((r.get("timing_ms") or {}).get("device_alone_s") or 0.0) for r in records]
     return {"seconds": totals,
+            "device_alone_s": round(sum(alone), 2) if any(alone) else None,  # timing stages' GPU alone: no overlap
             "started_ahead": sum(1 for r in records if (r.get("env") or {}).get("correctness_started_ahead")),
             "reruns": sum(1 for r in records if (r.get("env") or {}).get("correctness_rerun")),
             "memory_measured": len(compared),

@@ -378,6 +378,7 @@ def test_a_pair_runs_correctness_shared_and_timing_exclusive(tmp_path, monkeypat
             seen.append(("stage", "performance set-up and memory"))
             with alone():
                 seen.append(("stage", "performance"))
+                time.sleep(0.05)
         seen.append(("stage", "performance conclusions"))
 
     monkeypatch.setattr(pair_mod.PerformanceStage, "run", performance)
@@ -390,6 +391,7 @@ def test_a_pair_runs_correctness_shared_and_timing_exclusive(tmp_path, monkeypat
                     ("stage", "performance set-up and memory"), ("stage", "performance"), ("leave", "timing"),
                     ("stage", "performance conclusions")]
     assert "performance/waiting_for_gpu" in record.wall_seconds and "correctness/waiting_for_gpu" in record.wall_seconds
+    assert record.timing_ms["device_alone_s"] >= 0.04  # the time the timing held the GPU alone: the batch's floor
 
 
 def test_correctness_waiting_for_another_pairs_timing_is_charged_to_waiting_for_gpu(monkeypatch):

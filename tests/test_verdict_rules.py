@@ -1407,7 +1407,7 @@ def test_the_benchmarks_sharing_summary_adds_waits_and_compares_memory() -> None
     """``pair_cost.sharing``: the parts sharing changes, summed; how many took workers started ahead or ran again;
     held device memory against the gate's expectation."""
     records = [{"wall_seconds": {"correctness/waiting_for_gpu": 1.5, "correctness/cuda_init": 0.25},
-                "env": {"correctness_started_ahead": True},
+                "env": {"correctness_started_ahead": True}, "timing_ms": {"device_alone_s": 1.25},
                 "memory_bytes": {"correctness_stage": {"together_max": 300, "expected": 100}}},
                {"wall_seconds": {"correctness/waiting_for_gpu": 0.5, "correctness/rerun": 2.0},
                 "env": {"correctness_rerun": {"reason": "x"}},
@@ -1417,7 +1417,8 @@ def test_the_benchmarks_sharing_summary_adds_waits_and_compares_memory() -> None
     assert summary["seconds"]["correctness/waiting_for_gpu"] == 2.0 and summary["seconds"]["correctness/rerun"] == 2.0
     assert summary["started_ahead"] == 1 and summary["reruns"] == 1
     assert summary["memory_measured"] == 2 and summary["memory_underestimated"] == 1
-    assert summary["memory_held_over_expected_max"] == 3.0
+    assert summary["memory_held_over_expected_max"] == 3.0 and summary["device_alone_s"] == 1.25
+    assert pair_cost.sharing(records[1:])["device_alone_s"] is None  # not shared: no figure
 
 
 def test_correctness_trials_with_large_tensors_run_one_at_a_time(fake, tmp_path, monkeypatch) -> None:

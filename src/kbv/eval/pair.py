@@ -206,7 +206,8 @@ class PairEvaluation:
     @contextmanager
     def _timing_place(self, ctx: PairContext) -> Iterator[Callable[[], AbstractContextManager[None]]]:
         """The performance stage's place on the shared GPU (``DeviceGate.timing``), expected to need what this pair's
-        correctness stage did; the waits for it and for the device alone charged to ``performance/waiting_for_gpu``."""
+        correctness stage did; the waits for it and for the device alone charged to ``performance/waiting_for_gpu``,
+        the time held alone noted as ``timing_ms.device_alone_s``."""
         gate = self.gate
         assert gate is not None
         t0 = time.monotonic()
@@ -217,8 +218,12 @@ class PairEvaluation:
             def charged() -> Iterator[None]:
                 t1 = time.monotonic()
                 with alone():
-                    ctx.charge("performance", "waiting_for_gpu", time.monotonic() - t1)
-                    yield
+                    t2 = time.monotonic()
+                    ctx.charge("performance", "waiting_for_gpu", t2 - t1)
+                    try:
+                        yield
+                    finally:  # what no other pair could overlap: the batch's floor is the sum of these
+                        ctx.draft.timing_ms["device_alone_s"] = round(time.monotonic() - t2, 3)
 
             yield charged
 
