@@ -152,6 +152,60 @@ def test_no_other_holder_gets_the_device_between_a_timing_place_and_its_alone():
         "exclusive", "second beside", "second alone"}
 
 
+def test_a_correctness_stage_waits_while_a_timing_place_is_awaited():
+    """Timing is imminent while a performance stage waits for its place (here for memory): a correctness stage that
+    arrives then, though it fits, would only make that stage's timing wait for it (the GPU then runs one correctness
+    stage at a time between timings), so it waits until the awaited stage's timing is done (here the memory
+    ordering alone already holds it back; the next test holds the moment when nothing else does)."""
+    gate, order = DeviceGate(capacity=10), []
+    inside, place_waits = threading.Event(), threading.Event()
+
+    def running():
+        with gate.shared(8):
+            inside.set()
+            place_waits.wait(5)
+            time.sleep(0.1)  # the small correctness stage below arrives now
+            order.append("running out")
+
+    def performance():
+        inside.wait(5)
+        place_waits.set()
+        with gate.timing(5) as alone:  # 8 + 5 does not fit: it waits for the running stage to leave
+            order.append("beside")
+            with alone():
+                order.append("alone")
+
+    def small():
+        place_waits.wait(5)
+        time.sleep(0.03)
+        with gate.shared(1):  # 8 + 1 fits, but timing waits
+            order.append("small correctness")
+
+    _run_threads(running, performance, small)
+    assert order == ["running out", "beside", "alone", "small correctness"]
+
+
+def test_no_correctness_stage_enters_while_a_timing_place_is_awaited_even_when_nothing_is_held():
+    """The moment between one place being left and the next taken: a correctness stage arriving then waits for the
+    awaited place (here the awaited place is planted in the gate's state, the one way to hold that moment open)."""
+    gate, entered = DeviceGate(), threading.Event()
+
+    def correctness():
+        with gate.shared():
+            entered.set()
+
+    with gate._cond:
+        gate._places_waiting = 1
+    thread = threading.Thread(target=correctness)
+    thread.start()
+    assert not entered.wait(0.1)
+    with gate._cond:
+        gate._places_waiting = 0
+        gate._cond.notify_all()
+    assert entered.wait(5)
+    thread.join(5)
+
+
 def test_the_gate_under_a_random_mix_of_holders_never_lets_timing_overlap_anything_and_never_stalls():
     """Many threads entering as correctness runs, timing places (some going alone) and exclusive runs, in a random
     order with random memory needs: whenever a holder has the device alone nobody else is inside, at most one timing

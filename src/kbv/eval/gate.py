@@ -3,8 +3,9 @@
 A :class:`DeviceGate` is a readers-writer lock per GPU. Correctness stages enter it shared; a performance stage
 enters ``timing``: a shared place (its first pair's set-up and memory measure beside other pairs' correctness) that
 becomes the device to itself for timing without letting another holder in between, so no worker with candidate code
-is ever idle, or busy, beside another pair's timing. One performance stage holds such a place at a time; a waiting
-one holds back new correctness stages, so timing is never starved. A correctness stage also says how
+is ever idle, or busy, beside another pair's timing. One performance stage holds such a place at a time; one that
+holds or awaits it holds back new correctness stages, so timing is never starved and its set-up overlaps the drain
+of the correctness stages already inside, not new ones. A correctness stage also says how
 much device memory it is expected to need (``kbv.eval.pair.correctness_memory``): it joins others only while their
 needs and its own fit the gate's ``capacity`` (alone it always enters), so pairs with large tensors no longer run
 out of memory beside each other and run their correctness again. With ``EvalOptions.gpu_share`` at 1 (the
@@ -28,6 +29,7 @@ class DeviceGate:
         self._writers_waiting = 0
         self._held_back = 0  # correctness stages waiting for memory: no later one overtakes them
         self._timing = False  # a performance stage holds its place (``timing``): a second waits
+        self._places_waiting = 0  # performance stages waiting for the place: they hold back new correctness stages
         self.capacity = capacity  # bytes the shared stages' expected needs may add up to (None: no bound)
 
     @contextmanager
@@ -68,17 +70,27 @@ class DeviceGate:
 
     @contextmanager
     def _enter_shared(self, need: int, timing: bool) -> Iterator[None]:
+        """A shared holder, a correctness stage or (``timing``) a performance stage's place. A correctness stage
+        also waits while a place is held or awaited: timing is imminent, and the place's set-up runs while the
+        correctness stages already inside drain, not while new ones start."""
         with self._cond:
             held_back = False
-            while True:
-                if not (self._writer or self._writers_waiting or (timing and self._timing)):
-                    fits = not self._readers or self.capacity is None or self._used + need <= self.capacity
-                    if fits and (held_back or not self._held_back):
-                        break
-                    if not fits and not held_back:
-                        held_back = True
-                        self._held_back += 1
-                self._cond.wait()
+            self._places_waiting += timing
+            try:
+                while True:
+                    timing_soon = self._timing or (not timing and self._places_waiting)
+                    if not (self._writer or self._writers_waiting or timing_soon):
+                        fits = not self._readers or self.capacity is None or self._used + need <= self.capacity
+                        # a correctness stage held back for memory is not overtaken by a later one (timing, which
+                        # holds them all back, goes first)
+                        if fits and (held_back or timing or not self._held_back):
+                            break
+                        if not fits and not held_back:
+                            held_back = True
+                            self._held_back += 1
+                    self._cond.wait()
+            finally:
+                self._places_waiting -= timing
             if held_back:
                 self._held_back -= 1
             self._readers += 1
