@@ -52,21 +52,14 @@ class DeviceGate:
     def _alone(self) -> Iterator[None]:
         """From a ``timing`` place: the device to itself once every other shared holder has left."""
         with self._cond:
-            self._writers_waiting += 1
-            try:
-                while self._readers > 1:
-                    self._cond.wait()
-            finally:
-                self._writers_waiting -= 1
+            self._take_device(lambda: self._readers > 1)
             self._readers -= 1
-            self._writer = True
         try:
             yield
         finally:
             with self._cond:
-                self._writer = False
                 self._readers += 1
-                self._cond.notify_all()
+                self._give_device()
 
     @contextmanager
     def _enter_shared(self, need: int, timing: bool) -> Iterator[None]:
@@ -111,19 +104,28 @@ class DeviceGate:
         """The device to itself (a correctness stage run again alone: ``kbv.eval.pair``), once every holder has left;
         a waiting one holds back new shared holders."""
         with self._cond:
-            self._writers_waiting += 1
-            try:
-                while self._writer or self._readers:
-                    self._cond.wait()
-            finally:
-                self._writers_waiting -= 1
-            self._writer = True
+            self._take_device(lambda: self._writer or self._readers > 0)
         try:
             yield
         finally:
             with self._cond:
-                self._writer = False
-                self._cond.notify_all()
+                self._give_device()
+
+    def _take_device(self, others_inside: Callable[[], bool]) -> None:
+        """Under the lock: wait as a waiting writer (new shared holders held back) while ``others_inside()``, then
+        hold the device alone."""
+        self._writers_waiting += 1
+        try:
+            while others_inside():
+                self._cond.wait()
+        finally:
+            self._writers_waiting -= 1
+        self._writer = True
+
+    def _give_device(self) -> None:
+        """Under the lock: the device alone is given back."""
+        self._writer = False
+        self._cond.notify_all()
 
 
 @contextmanager

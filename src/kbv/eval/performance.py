@@ -567,8 +567,9 @@ class PerformanceStage:
     def _pair(self, pair_index: int, workers: dict[str, Worker], set_up: bool, memory_peaks: dict[str, Any],
               exiting: list[Worker], timing: tuple[Any, ...]) -> None:
         """One process pair: its workers started (unless started ahead: ``workers``) and set up (``set_up``), the
-        first pair's measured for memory one at a time (unless ``_measure_first`` did), timed once the previous pair's workers have exited
-        (``_time_pair``, which ``timing`` is passed on to after the workers and pair index), then asked to exit."""
+        first pair's measured for memory one at a time (unless ``_measure_first`` did), timed once the previous pair's
+        workers have exited (``_time_pair``, which ``timing`` is passed on to after the workers and pair index), then
+        asked to exit."""
         deadline = timing[3]
         reference = workers.pop("reference", None) or self._start("reference", deadline)
         try:
