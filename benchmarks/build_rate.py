@@ -5,11 +5,15 @@
     python benchmarks/build_rate.py --device cpu --n 2 --out bench-build/       # C++ candidates, on this CPU
 
 ``--n`` distinct candidates for the built-in level1/5_ReLU (kbv's own CUDA ReLU example on CUDA, a C++ ReLU on
-the CPU; each differs by a constant in its source, so each has its own hash and its own build) are built by
+the CPU; each differs by a constant in its source, and every run's by a token, so each has its own hash and its own
+build) are built by
 ``kbv.eval.runner.build_candidates`` with ``--workers`` concurrent builds (default: the machine's cores / 2),
 exactly as ``kbv eval`` builds. Then the same candidates are built again (every build cached: the figure is the
 median cost of a cached build), and finally two runners build one fresh candidate at the same time (both must
 succeed: concurrent builds of one source never collide). Writes ``<out>/build_rate.json``.
+
+``--pch on`` builds the precompiled ``torch/extension.h`` first (``kbv.eval.pch``; its time is reported apart, as
+a one-off per toolchain) so every build is offered it; ``--pch off`` builds without it; ``auto`` is kbv's default.
 """
 
 from __future__ import annotations
@@ -21,13 +25,14 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from kbv import envinfo  # noqa: E402
-from kbv.eval import EvalOptions  # noqa: E402
+from kbv.eval import EvalOptions, pch  # noqa: E402
 from kbv.eval.runner import build_candidates  # noqa: E402
 from kbv.problems import builtin_suite_dir, load_problem  # noqa: E402
 from kbv.problems.candidates import Candidate, Pair  # noqa: E402
@@ -39,7 +44,7 @@ from torch.utils.cpp_extension import load_inline
 
 _ext = load_inline(name="kbv_bench_relu_cpp_{i}", cpp_sources=r"""
 #include <torch/extension.h>
-torch::Tensor relu(torch::Tensor x) {{ return x.clamp_min(0) + {i} * 0; }}
+torch::Tensor relu(torch::Tensor x) {{ return x.clamp_min(0) + {i} * 0; }}  // {run}
 """, functions=["relu"], verbose=False)
 
 
@@ -49,14 +54,17 @@ class ModelNew(nn.Module):
 '''
 
 
+RUN = uuid.uuid4().hex[:12]  # in every source: a run's builds are its own (kbv's build caches outlive the run)
+
+
 def candidates(device: str, n: int, folder: Path, first: int = 0) -> list[Path]:
     paths = []
     for i in range(first, first + n):
         if device == "cuda":
             text = CUDA_EXAMPLE.read_text().replace('"kbv_example_relu_cuda"', f'"kbv_bench_relu_cuda_{i}"')
-            text = text.replace("v < 0.f ? 0.f : v;", f"v < 0.f ? 0.f : v; /* {i} */")
+            text = text.replace("v < 0.f ? 0.f : v;", f"v < 0.f ? 0.f : v; /* {i} {RUN} */")
         else:
-            text = CPP.format(i=i)
+            text = CPP.format(i=i, run=RUN)
         path = folder / f"level_1_problem_5_sample_{i}_kernel.py"
         path.write_text(text)
         paths.append(path)
@@ -76,17 +84,27 @@ def main() -> int:
     ap.add_argument("--device", default="auto")
     ap.add_argument("--n", type=int, default=32, help="distinct candidates to build")
     ap.add_argument("--workers", type=int, default=0, help="concurrent builds (0: cores / 2, at least 1)")
+    ap.add_argument("--pch", choices=("auto", "on", "off"), default="auto",
+                    help="the precompiled torch/extension.h: built first (on), never (off), kbv's default (auto)")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
     device = envinfo.resolve_device(args.device)
     workers = args.workers or max(1, envinfo.cpu_count() // 2)
     args.out.mkdir(parents=True, exist_ok=True)
     folder = Path(tempfile.mkdtemp(prefix="kbv-bench-build-"))
-    options = EvalOptions(device=device, build_timeout=600.0)
+    options = EvalOptions(device=device, build_timeout=600.0, pch=args.pch)
     paths = candidates(device, args.n, folder)
+    headers: dict = {}
+    if args.pch == "on":
+        t0 = time.monotonic()
+        headers = pch.build(options.cache_dir, device)
+        headers = {"seconds": round(time.monotonic() - t0, 2), "error": headers.get("error"),
+                   "variants": [{k: v.get(k) for k in ("extra", "cuda", "seconds")} for v in headers.get("variants", [])]}
+        print(f"precompiled headers: {headers}", flush=True)
 
     cold_s, cold = build(paths, options, workers)
     failed = [str(r.failure.error.get("message", ""))[:300] if r.failure else "?" for r in cold.values() if not r.ok]
+    usage = {k: sum((r.headers or {}).get(k, 0) for r in cold.values()) for k in ("used", "not_used")}
     print(f"cold: {len(cold)} builds, {len(failed)} failed, {cold_s:.1f} s, "
           f"{60 * len(cold) / cold_s:.1f} builds/min ({workers} at a time)", flush=True)
 
@@ -110,6 +128,7 @@ def main() -> int:
     summary = {"device": device, "cpus": envinfo.cpu_count(), "workers": workers, "builds": len(cold),
                "failed": failed, "cold_seconds": round(cold_s, 2),
                "builds_per_minute": round(60 * len(cold) / cold_s, 2),
+               "pch": args.pch, "precompiled_headers": headers, "extensions_with_headers": usage,
                "cached_median_s": round(statistics.median(warm), 3), "cached_max_s": round(max(warm), 3),
                "concurrent_same_source": {"runners": len(both), "failed": collided,
                                           "seconds": [round(s, 2) for s, _ in both]}}

@@ -22,7 +22,8 @@ Stages (``--stages``, in this order; ``--smoke`` = env,build,pytest,examples and
   bench     benchmarks/pair_cost.py: the fixed cost of one pair (64x2048 ReLU) and the reward preset's
             evaluations per hour over level-1/2 KernelBench pairs (--bench-limit)
   builds    benchmarks/build_rate.py: distinct CUDA load_inline builds per minute (--builds-n), a cached
-            rebuild, two concurrent builds of one source
+            rebuild, two concurrent builds of one source; with the precompiled torch/extension.h and without
+            (--builds-pch)
   vskb      benchmarks/vs_kernelbench.py: kbv and KernelBench's own harness on the same pairs (--vskb-pairs;
             KernelBench's code from --kb-peer, pydantic from carried wheels)
   overhead  benchmarks/trial_overhead.py: the parts of one timed trial's wall time, in-process, at two sizes
@@ -47,6 +48,7 @@ import os
 import shutil
 import signal
 import subprocess
+import tempfile
 import sys
 import time
 from pathlib import Path
@@ -297,15 +299,18 @@ def stage_bench(out: Path, args: argparse.Namespace) -> None:
 
 def stage_builds(out: Path, args: argparse.Namespace) -> None:
     """benchmarks/build_rate.py: distinct CUDA load_inline builds per minute, a cached rebuild, concurrent builds
-    of one source."""
-    with (out / "builds.log").open("w") as log:
-        try:
-            subprocess.run([sys.executable, str(ROOT / "benchmarks" / "build_rate.py"), "--device", "cuda",
-                            "--n", str(args.builds_n), "--out", str(out / "builds")], stdout=log,
-                           stderr=subprocess.STDOUT, cwd=ROOT, timeout=600)
-        except subprocess.TimeoutExpired:
-            say("[builds] timeout")
-    say("[builds]", *(out / "builds.log").read_text().strip().splitlines()[-22:])
+    of one source; once for each of ``--builds-pch`` (the precompiled torch/extension.h built first, or not used)."""
+    for mode in args.builds_pch.split(","):
+        log_path = out / f"builds-pch-{mode}.log"
+        with log_path.open("w") as log:
+            try:
+                subprocess.run([sys.executable, str(ROOT / "benchmarks" / "build_rate.py"), "--device", "cuda",
+                                "--n", str(args.builds_n), "--pch", mode, "--out", str(out / f"builds-pch-{mode}")],
+                               stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, timeout=600,
+                               env={**os.environ, "KBV_CACHE_DIR": tempfile.mkdtemp(prefix=f"kbv-builds-{mode}-")})
+            except subprocess.TimeoutExpired:
+                say(f"[builds pch={mode}] timeout")
+        say(f"[builds pch={mode}]", *log_path.read_text().strip().splitlines()[:4])
 
 
 def stage_overhead(out: Path) -> None:
@@ -428,6 +433,9 @@ def main() -> int:
     ap.add_argument("--bench-ids", default=None, help="bench: the reward batch's problems as id ranges per level, "
                     "e.g. 1:1-30,2:1-20 (the custom kernels of benchmarks/kernels where they exist, else the reference)")
     ap.add_argument("--builds-n", type=int, default=16, help="builds: distinct CUDA candidates to build")
+    ap.add_argument("--builds-pch", default="on,off",
+                    help="builds: with the precompiled torch/extension.h (on: built first, timed apart), without "
+                         "(off), or both in turn (on,off)")
     ap.add_argument("--gpu-share", type=int, default=1, help="bench: the reward batch's pairs in flight per GPU")
     ap.add_argument("--vskb-budget", type=float, default=None,
                     help="vskb: start no further pair after this many seconds (the rows so far are kept)")

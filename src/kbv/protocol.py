@@ -282,6 +282,14 @@ TIMING_TRUNCATED_TRIALS: Final = 3
 # torch's extension lock file (``<ext>/lock``) older than this, found by a compile stage that holds the build's guard
 # (so no compile of the same source runs elsewhere), was left by a killed process and is removed (kbv.eval.workspace)
 STALE_BUILD_LOCK_S: Final = 30.0
+# A precompiled torch/extension.h for the C++ half of load_inline builds (kbv.eval.pch): one per flag set in
+# PCH_VARIANTS (torch's own flags, and with -O3, which also serves -O2: GCC uses the first variant that is valid).
+# With KBV_PCH=auto (the default) kbv builds it, once per toolchain, when one run has at least PCH_MIN_BUILDS
+# load_inline candidates to build, and offers it to every later build once it exists; KBV_PCH=on builds it for one
+# build, off neither builds nor offers it. A variant that takes longer than PCH_BUILD_TIMEOUT_S is left out.
+PCH_VARIANTS: Final = ((), ("-O3",))
+PCH_MIN_BUILDS: Final = 8
+PCH_BUILD_TIMEOUT_S: Final = 600.0
 # The input sets of one timing command, by call index: 0-2 the three estimate calls, 3 the one set every warm-up
 # call reads, FIRST_TIMED_CALL onwards one fresh set per timed trial (kbv.worker.timer.time_calls).
 FIRST_TIMED_CALL: Final = 4

@@ -112,6 +112,13 @@ class BarProgress(Progress):
     def evaluated(self, record: Record) -> None:
         self.bar.update(self.evals, advance=1, last=f"{record.problem} #{record.sample}: {record.verdict}")
 
+    def headers(self, info: dict[str, Any]) -> None:
+        if info.get("error"):
+            self.bar.console.print(f"precompiled torch/extension.h not built: {info['error']}")
+        else:
+            self.bar.console.print(f"precompiled torch/extension.h built for later builds: "
+                                   f"{len(info.get('variants', []))} flag sets in {info.get('seconds', 0):.0f} s")
+
     def stop(self) -> None:
         if self.started:  # rich prints a blank line for each stop, started or not
             self.bar.stop()

@@ -62,6 +62,9 @@ class EvalOptions:
     # candidate code until their pair is due (kbv.eval.performance.start_early); KBV_START_AHEAD=0 starts each worker
     # when its pair is due
     start_ahead: bool = field(default_factory=lambda: os.environ.get("KBV_START_AHEAD", "1") != "0")
+    # a precompiled torch/extension.h for load_inline builds (kbv.eval.pch): auto (built for PCH_MIN_BUILDS builds
+    # in one run, then offered to every build), on (built for one), off (neither built nor offered); KBV_PCH sets it
+    pch: str = field(default_factory=lambda: os.environ.get("KBV_PCH", "auto"))
 
     def __post_init__(self) -> None:
         if self.preset is not None:
@@ -107,6 +110,8 @@ class EvalOptions:
             raise OptionsError(f"--gpu-share must be at least 1 (got {self.gpu_share!r})")
         if not self.speedup_bound > 0:
             raise OptionsError(f"--speedup-bound must be positive (got {self.speedup_bound!r})")
+        if self.pch not in ("auto", "on", "off"):
+            raise OptionsError(f"KBV_PCH / pch must be 'auto', 'on' or 'off' (got {self.pch!r})")
         if self.sandbox not in ("auto", "off"):
             raise OptionsError(f"KBV_SANDBOX / sandbox must be 'auto' or 'off' (got {self.sandbox!r})")
         if self.profile is not None and not isinstance(self.profile, str):

@@ -30,8 +30,9 @@ from kbv.eval.gate import DeviceGate
 from kbv.eval.lookahead import Lookahead
 from kbv.eval.options import EvalOptions
 from kbv.eval.performance import PerformanceStage, roofline_section, start_early
-from kbv.eval.workspace import (build_guard, candidate_spec, clear_stale_build_locks, discard_torn_builds,
-                                publish_build)
+from kbv.eval import pch
+from kbv.eval.workspace import (build_guard, built_already, candidate_spec, clear_stale_build_locks,
+                                discard_torn_builds, publish_build)
 from kbv.files import cache_dir as default_cache_dir
 from kbv.problems import Problem
 from kbv.problems.candidates import Candidate
@@ -53,6 +54,9 @@ class CompileResult:
     failure: Failure | None = None
     seconds: float = 0.0
     problem_failed: bool = False  # the problem module itself did not load: not the candidate's fault
+    # a build made with the precompiled torch/extension.h offered (kbv.eval.pch): its extensions that used it and
+    # those whose flags matched no variant (None: not offered, or nothing compiled here)
+    headers: dict[str, int] | None = None
 
     @property
     def verdict(self) -> str:
@@ -237,6 +241,8 @@ class PairEvaluation:
             draft.stage = "compile"
             compiled = compiled or compile_candidate(ctx.problem, ctx.candidate, options, ctx.device, ctx.gpu)
             draft.wall_seconds["compile"] = round(compiled.seconds, 3)
+            if compiled.headers is not None:
+                draft.env["precompiled_header"] = compiled.headers
             ev.compiled, ev.problem_failed = compiled.ok, compiled.problem_failed
             if compiled.failure is not None:
                 ev.fail(compiled.failure)
@@ -395,6 +401,7 @@ def _compile(problem: Problem, candidate: Candidate, options: EvalOptions, devic
     spec = candidate_spec(problem, candidate, options, device, gpu, scratch, "compile")
     t0 = time.monotonic()
     deadline = t0 + options.build_timeout
+    fresh = not built_already(candidate, device, options.cache_dir)
     try:
         try:
             worker = Worker(spec, deadline)  # loads the problem, before any candidate code
@@ -405,7 +412,11 @@ def _compile(problem: Problem, candidate: Candidate, options: EvalOptions, devic
         with worker:
             worker.call({"cmd": "import"}, deadline)
         publish_build(spec)
-        return CompileResult(ok=True, seconds=time.monotonic() - t0)
+        env = spec.env or {}
+        headers = (pch.used(Path(env["TORCH_EXTENSIONS_DIR"]), Path(env["CPATH"]))
+                   if fresh and "CPATH" in env and "TORCH_EXTENSIONS_DIR" in env else None)
+        return CompileResult(ok=True, seconds=time.monotonic() - t0,
+                             headers=headers if headers and any(headers.values()) else None)
     except WorkerFailure as failure:
         kind = "timeout" if failure.kind == "timeout" else "build"
         return CompileResult(ok=False, failure=Failure("compile", "candidate", kind, failure_dict("compile", failure)),

@@ -23,7 +23,8 @@ import warnings
 
 from kbv import envinfo
 from kbv.eval.options import OptionsError
-from kbv.eval.workspace import SANDBOX_BUILD_ROOT, build_dir
+from kbv.eval import pch
+from kbv.eval.workspace import SANDBOX_BUILD_ROOT, build_dir, built_already
 from kbv.sandbox import health, launch
 from kbv.sandbox import plan as sandbox_plan
 from kbv.problems.candidates import Pair
@@ -142,6 +143,9 @@ class Progress:
 
     def built(self, pair: Pair, result: CompileResult) -> None: ...
 
+    def headers(self, info: dict[str, Any]) -> None:
+        """The precompiled ``torch/extension.h`` was built before the builds (``kbv.eval.pch.build``'s result)."""
+
     def evaluated(self, record: Record) -> None: ...
 
 
@@ -179,6 +183,9 @@ def build_candidates(pairs: Sequence[Pair], options: EvalOptions, *, build_worke
     for pair in pairs:
         unique.setdefault(pair.candidate.sha256, pair)
     build_workers = max(1, build_workers)
+    fresh = [p for p in unique.values() if not built_already(p.candidate, device, options.cache_dir)]
+    if pch.wanted((_source(p) for p in fresh), options, device):
+        progress.headers(pch.build(options.cache_dir, device))
     if options.build_jobs is None:  # share the cores among concurrent builds
         options = replace(options, build_jobs=max(1, envinfo.cpu_count() // build_workers))
     compiled: dict[str, CompileResult] = {}
@@ -208,6 +215,13 @@ def build_candidates(pairs: Sequence[Pair], options: EvalOptions, *, build_worke
     finally:
         pool.shutdown(wait=False)
     return compiled
+
+
+def _source(pair: Pair) -> str:
+    try:
+        return pair.candidate.path.read_text(errors="replace")
+    except OSError:
+        return ""
 
 
 def raise_open_file_limit(wanted: int = 65536) -> int:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from kbv import envinfo
+from kbv.eval import pch
 from kbv.eval.options import EvalOptions
 from kbv.judge_fused import FUSED_MIN_BYTES
 from kbv.problems import Problem
@@ -47,6 +48,9 @@ def _candidate_env(candidate: Candidate, device: str, gpu: int | None, options: 
         cap = envinfo.gpu_identity(gpu).get("compute_capability")
         if cap and "TORCH_CUDA_ARCH_LIST" not in os.environ:
             env["TORCH_CUDA_ARCH_LIST"] = cap
+    headers = pch.offered(options, device)
+    if headers is not None:  # searched before torch's own headers: its precompiled torch/extension.h
+        env["CPATH"] = str(headers)
     return env
 
 
@@ -68,6 +72,11 @@ def discard_torn_builds(candidate: Candidate, device: str, cache_dir: Path) -> l
             shutil.rmtree(folder, ignore_errors=True)
             removed.append(folder)
     return removed
+
+
+def built_already(candidate: Candidate, device: str, cache_dir: Path) -> bool:
+    """Whether a complete build of this candidate is in the cache (its compile stage only imports it)."""
+    return any((folder / BUILD_COMPLETE).exists() for folder in build_folders(candidate, device, cache_dir))
 
 
 BUILD_GUARDS = Path("/var/tmp/kbv-build-guards")  # one flock file per build key, shared by every kbv on the machine
@@ -127,6 +136,13 @@ def handoff_kinds(options: EvalOptions) -> tuple[str, ...]:
     return ("host", "cuda") if options.cuda_handoff else ("host",)
 
 
+def _headers_kept(options: EvalOptions, device: str) -> list[str]:
+    """The precompiled headers' folder, bound back read-only into the covered cache wherever it exists, offered or
+    not: a build made with it lists its wrapper among its dependencies, and ninja would rebuild one that is gone."""
+    where = pch.folder(options.cache_dir, device)
+    return [str(where)] if pch.ready(options.cache_dir, device) is not None else []
+
+
 def candidate_spec(problem: Problem, candidate: Candidate, options: EvalOptions, device: str, gpu: int | None,
                    scratch: Path, stage: str, shape: dict[str, Any] | None = None) -> WorkerSpec:
     """A candidate worker's spec. When sandboxing, the candidate and problem files are copied into a private work
@@ -142,7 +158,8 @@ def candidate_spec(problem: Problem, candidate: Candidate, options: EvalOptions,
         confine_spec = {"network": sandbox["network"], "pid": sandbox["pid"],
                         "ids": [ids[0], ids[1]] if ids else None,
                         "read_only": protected if sandbox["read_only"] else None,
-                        "seccomp": bool(sandbox.get("seccomp")), "keep": sandbox_plan.runtime_paths(),
+                        "seccomp": bool(sandbox.get("seccomp")),
+                        "keep": [*sandbox_plan.runtime_paths(), *_headers_kept(options, device)],
                         "hide": sandbox_plan.hidden_paths(problem.path, options.cache_dir)
                         if sandbox.get("hide", True) else []}
     if ids is not None:
