@@ -288,8 +288,8 @@ def stage_bench(out: Path, args: argparse.Namespace) -> None:
             env["KBV_SANDBOX"] = "off"
         if name == "bench-fixed-noseccomp":
             env["KBV_SANDBOX_DISABLE"] = "seccomp"
-        if name in ("bench-fixed-lent", "bench-fixed-unlent"):  # the candidate's timed inputs lent by the judge or
-            env["KBV_LEND_TIMED"] = "1" if name == "bench-fixed-lent" else "0"  # not: what lending costs the timings
+        if name in ("bench-fixed-lent", "bench-fixed-unlent"):  # both roles' timed inputs lent by a lender, or
+            env["KBV_LEND_TIMED"] = "1" if name == "bench-fixed-lent" else "0"  # neither's: whether it moves the timings
         with (out / f"{name}.log").open("w") as log:
             subprocess.run([sys.executable, str(ROOT / "benchmarks" / "pair_cost.py"), *extra,
                             "--out", str(out / name)], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
@@ -429,7 +429,7 @@ def main() -> int:
     ap.add_argument("--bench-limit", type=int, default=50, help="bench: pairs of the reward-preset batch")
     ap.add_argument("--bench-runs", default="fixed,reward", help="bench: which of fixed,fixed-open "
                     "(no sandbox),fixed-noseccomp,fixed-lent,fixed-unlent (KBV_LEND_TIMED=1 or 0: the self-speedup "
-                    "with and without the judge's lent timed inputs),reward to run")
+                    "with both roles' timed inputs lent by a lender, and with neither's),reward to run")
     ap.add_argument("--bench-ids", default=None, help="bench: the reward batch's problems as id ranges per level, "
                     "e.g. 1:1-30,2:1-20 (the custom kernels of benchmarks/kernels where they exist, else the reference)")
     ap.add_argument("--builds-n", type=int, default=16, help="builds: distinct CUDA candidates to build")

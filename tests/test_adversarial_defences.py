@@ -418,8 +418,9 @@ def reference_session(device: str = "cpu"):
 
 
 def lent_timing(candidate, judge):
-    """Today's lent timed inputs in this process (kbv.eval.lent_timing): the judge's Session lends its slot, the
-    candidate's maps it (the descriptor as the wire would map it), and the loan's fills reach the judge's Session."""
+    """Today's lent timed inputs in this process (kbv.eval.lent_timing): the lender's Session (a reference's) lends
+    the candidate's slot, the candidate's maps it (the descriptor as the wire would map it), and the loan's fills
+    reach the lender's Session."""
     from kbv.eval.lent_timing import TimedLoan
     from kbv.worker import lending
 
@@ -432,7 +433,7 @@ def lent_timing(candidate, judge):
     def to_judge(msg: dict) -> dict:
         return getattr(judge, f"cmd_{msg['cmd']}")(msg)
 
-    loan = TimedLoan(to_judge, to_candidate)
+    loan = TimedLoan("candidate", to_judge, to_candidate)
     assert loan.open(to_judge)
     return loan
 
@@ -457,8 +458,8 @@ def test_timed_inplace_blind_passes_every_check_inside_its_own_process():
 
 
 def test_timed_inputs_lent_by_the_judge_show_the_write():
-    """Defence on (kbv.eval.lent_timing): the candidate's timed calls read a slot the judge lent and reads back
-    before filling it for the next call: the fixture's writes are input_mutated, found by the judge's Session; an
+    """Defence on (kbv.eval.lent_timing): the candidate's timed calls read a slot the lender lent and reads back
+    before filling it for the next call: the fixture's writes are input_mutated, found by the lender's Session; an
     honest kernel's slot reads back unchanged. The candidate's worker never got a timed call's seed."""
     sneaky = candidate_session("timed_inplace_blind")
     loan = lent_timing(sneaky, reference_session())

@@ -412,3 +412,41 @@ def test_the_judge_gives_large_candidate_outputs_back_after_judging() -> None:
     msg = {"cmd": "judge", "candidate": {"outputs": [{"tensor": torch.empty(4, dtype=torch.float64)}]}, "n": big}
     assert session._tensor_bytes(msg) == 32
     assert session.RELEASE_AFTER == {"judge", "same", "precision"} and session.RELEASE_BYTES >= 2**20
+
+
+def test_a_lent_buffer_in_a_candidates_reply_is_a_protocol_failure(codec) -> None:
+    """Every worker maps ``lent-*`` buffers live (a lender lends either role its timed inputs): were a candidate's
+    output to arrive as one, the judge would compare memory the candidate can still write. The parent refuses such a
+    reply from any worker but a reference's (the control: the judge's codec maps it live, and a write after the
+    import shows through)."""
+    from kbv.sandbox import launch
+    from kbv.worker import lending
+
+    codec.borrow = lending.borrow
+    t = big()
+    fd = os.memfd_create("forged-lent", os.MFD_ALLOW_SEALING)
+    os.write(fd, t.numpy().tobytes())
+    cand_end, parent_from_cand = pair()
+    wire.send_parts(cand_end, *wire.split({"ok": True, "outputs": [wire.Handle(os.dup(fd), "lent-host", "uint8",
+                                                                                [t.nbytes], t.nbytes, close_after_send=True)]}))
+    held = wire.recv(parent_from_cand, relay=True)
+
+    class Spec:
+        role = "candidate"
+    worker = object.__new__(launch.Worker)
+    worker.spec, worker.handoffs, worker.tamper, worker.handoff_failure = Spec(), {}, set(), None
+    killed: list[bool] = []
+    worker.kill = lambda: killed.append(True)  # type: ignore[method-assign]
+    worker.log_tail = lambda: ""  # type: ignore[method-assign]
+    with pytest.raises(launch.WorkerFailure, match="lent buffer"):
+        worker._reply(held)
+    assert killed
+    Spec.role = "reference"
+    assert worker._reply(held)["ok"] is True  # a lender's reply: its slot's descriptor
+
+    parent_to_judge, judge_end = pair()
+    wire.send(parent_to_judge, {"candidate": held})
+    wire.use_codec(codec)
+    mapped = wire.recv(judge_end)["candidate"]["outputs"][0]
+    os.pwrite(fd, b"\xff" * 8, 0)  # the sender writes after the judge imported it
+    assert bytes(mapped[:8].tolist()) == b"\xff" * 8

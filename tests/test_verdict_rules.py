@@ -20,7 +20,6 @@ from conftest import problem_path
 from kbv.eval import EvalOptions, correctness, performance
 from kbv.eval import context as context_module
 from kbv.eval.context import PairContext, ReferenceFailed
-from kbv.eval import lent_timing
 from kbv.eval.lent_timing import lends
 from kbv.eval.pacing import Pacer, PacingError, untimed_ms
 from kbv.eval.evidence import Evidence, Failure
@@ -28,7 +27,7 @@ from kbv.eval.params import map_parameters
 from kbv.eval.verdict import Rules, decide, over_shapes, should_time
 from kbv.problems import load_problem
 from kbv.problems.candidates import Candidate
-from kbv.protocol import (DISTRIBUTION_NAMES, FIRST_TIMED_CALL, FLAGS, LEND_TIMED_MIN_MS, REJECTING_FLAGS,
+from kbv.protocol import (DISTRIBUTION_NAMES, FIRST_TIMED_CALL, FLAGS, LEND_TIMED_DEFAULT, REJECTING_FLAGS,
                           VERDICT_PRECEDENCE,
                           TIMING_ROUNDS, baseline_key, timed_call)
 from kbv.sandbox import launch
@@ -363,7 +362,7 @@ def timing_script(per_call_ms: float, host_ms: float, truncated: bool = False) -
             return {"found": True, "structure": "single", "outputs": []}
         if cmd in ("drop", "borrow_timed"):
             return {}
-        if cmd == "lend_timed":  # the judge's slot for the candidate's timed inputs (kbv.eval.lent_timing)
+        if cmd == "lend_timed":  # the lender's slot for one role's timed inputs (kbv.eval.lent_timing)
             return {"lent": {"buffer": None, "layout": []}}
         if cmd == "fill":
             return {"check": {"mutated_inputs": [], "guard_violations": []} if msg.get("check") else None}
@@ -756,7 +755,7 @@ def test_a_failed_setup_closes_every_started_worker(fake, tmp_path, fail: int, c
     fake.call = call  # type: ignore[method-assign]
     try:
         fake.scripts = {"reference": timing_script(1.0, 0.0), "candidate": timing_script(1.0, 0.0)}
-        ctx = context(tmp_path, timing_pairs=3, protocol="verified", start_ahead=False)  # one worker at a time
+        ctx = context(tmp_path, lend_timed=False, timing_pairs=3, protocol="verified", start_ahead=False)  # one worker at a time
         if fail % 2 == 0:
             with pytest.raises(ReferenceFailed):
                 performance.PerformanceStage(ctx).run()
@@ -773,7 +772,7 @@ def test_closing_a_worker_is_charged_to_process_exit(fake, tmp_path) -> None:
     """Issue 13: a worker's exit (until its processes are gone) is a part of the record's wall_seconds breakdown,
     once per worker: three pairs close six workers."""
     fake.scripts = {"reference": timing_script(1.0, 0.0), "candidate": timing_script(1.0, 0.0)}
-    ctx = context(tmp_path, timing_pairs=3, protocol="verified")
+    ctx = context(tmp_path, lend_timed=False, timing_pairs=3, protocol="verified")
     performance.PerformanceStage(ctx).run()
     launch.wait_retired()  # the last pair's two: retired, waited for by the run (test_the_last_pairs_workers_...)
     assert len(fake.closed) == 6
@@ -787,7 +786,7 @@ def test_the_last_pairs_workers_exit_off_the_pairs_clock_but_before_the_next_tim
     fake.scripts = {"reference": timing_script(1.0, 0.0), "candidate": timing_script(1.0, 0.0)}
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
-    performance.PerformanceStage(context(tmp_path / "a", timing_pairs=2, protocol="verified")).run()
+    performance.PerformanceStage(context(tmp_path / "a", lend_timed=False, timing_pairs=2, protocol="verified")).run()
     assert len(fake.closed) == 2  # the first pair's waited for, the last pair's retired
     order: list[str] = []
     real_time_pair = performance.PerformanceStage._time_pair
@@ -806,7 +805,7 @@ def test_the_last_pairs_workers_exit_off_the_pairs_clock_but_before_the_next_tim
 
     fake.close = close  # type: ignore[method-assign]
     try:
-        performance.PerformanceStage(context(tmp_path / "b", timing_pairs=1, protocol="verified")).run()
+        performance.PerformanceStage(context(tmp_path / "b", lend_timed=False, timing_pairs=1, protocol="verified")).run()
     finally:
         performance.PerformanceStage._time_pair = real_time_pair  # type: ignore[method-assign]
         fake.close = real_close  # type: ignore[method-assign]
@@ -856,7 +855,7 @@ def test_later_pairs_start_ahead_while_the_first_pair_exits(numbered, tmp_path) 
     to exit (no later pair's worker exists while the first pair's memory is measured or it is timed), and the first
     pair's workers are gone before the second pair is timed; no worker serves two pairs, and every one is gone once
     the run waits for the last pair's (retired: ``launch.wait_retired``)."""
-    ctx = context(tmp_path, timing_pairs=3, protocol="verified")
+    ctx = context(tmp_path, lend_timed=False, timing_pairs=3, protocol="verified")
     performance.PerformanceStage(ctx).run()
     launch.wait_retired()
     events = numbered.events
@@ -879,7 +878,7 @@ def test_a_later_pairs_failure_closes_every_worker_started_ahead(numbered, tmp_p
     """A candidate worker of a later pair that dies while set up ahead fails the stage for the candidate, and every
     worker started (the first pair's and the other later ones) is closed; no later pair is timed."""
     numbered.fail = ("candidate", "setup", 4)  # the third pair's candidate
-    ctx = context(tmp_path, timing_pairs=3, protocol="verified")
+    ctx = context(tmp_path, lend_timed=False, timing_pairs=3, protocol="verified")
     performance.PerformanceStage(ctx).run()
     launch.wait_retired()
     events = numbered.events
@@ -1059,7 +1058,7 @@ def test_cuda_init_is_a_part_of_setup_never_more_than_it(tmp_path) -> None:
 def test_a_truncated_candidate_starts_no_later_pair(numbered, tmp_path) -> None:
     """A far slower candidate is timed once, in the first pair: the later pairs' workers are never started."""
     numbered.scripts["candidate"] = timing_script(100.0, 0.0, truncated=True)  # FakeWorker's, reset by the fixture
-    performance.PerformanceStage(context(tmp_path, timing_pairs=3, protocol="verified")).run()
+    performance.PerformanceStage(context(tmp_path, lend_timed=False, timing_pairs=3, protocol="verified")).run()
     launch.wait_retired()  # the last pair's workers, retired: the run waits for them
     assert {n for e, n, _ in numbered.events if e == "start"} == {0, 1}
     assert {n for e, n, _ in numbered.events if e == "gone"} == {0, 1}
@@ -1069,7 +1068,7 @@ def test_a_later_references_failure_is_the_references(numbered, tmp_path) -> Non
     """The reference's worker dying while set up ahead is the reference's failure (the pair is not judged), even
     when a candidate's failed beside it; every worker started is closed."""
     numbered.fail = ("reference", "setup", 2)  # the second pair's reference
-    ctx = context(tmp_path, timing_pairs=2, protocol="verified")
+    ctx = context(tmp_path, lend_timed=False, timing_pairs=2, protocol="verified")
     with pytest.raises(ReferenceFailed):
         performance.PerformanceStage(ctx).run()
     launch.wait_retired()  # the last pair's workers, retired: the run waits for them
@@ -1103,7 +1102,7 @@ def test_a_pairs_workers_exit_while_the_next_pair_starts_and_are_gone_before_it_
 
     monkeypatch.setattr(context_module, "Worker", Ordered)
     fake.scripts = {"reference": timing_script(1.0, 0.0), "candidate": timing_script(1.0, 0.0)}
-    performance.PerformanceStage(context(tmp_path, timing_pairs=2, protocol="verified", start_ahead=False)).run()
+    performance.PerformanceStage(context(tmp_path, lend_timed=False, timing_pairs=2, protocol="verified", start_ahead=False)).run()
     launch.wait_retired()  # the last pair's workers, retired: the run waits for them
     at = {event: i for i, event in reversed(list(enumerate(events)))}  # each event's first index
     first_time_of_pair_2 = min(at[("time", 2)], at[("time", 3)])
@@ -1600,11 +1599,20 @@ def test_timed_inputs_are_handed_over_in_turn_only() -> None:
 
 
 def _lending_fake(fake: type[FakeWorker], monkeypatch: pytest.MonkeyPatch, answers: list[tuple[str, Any, Any]],
-                  fills: list[dict[str, Any]], mutated_at: int | None = None, per_call_ms: float = 1.0) -> None:
+                  fills: list[dict[str, Any]], mutated_at: int | None = None, per_call_ms: float = 1.0,
+                  reference_wrote: bool = False, refuse_slot: str | None = None) -> list[str]:
     """Fake workers for the lent timed inputs: every pacer answer a worker gets is noted per role in ``answers``,
-    every fill the reference is sent in ``fills`` (with the pacer's own draw of the call it fills); the fill that
-    reads back the ``mutated_at``-th lent call finds its input 0 written to."""
+    every fill the lender is sent in ``fills`` (with the pacer's own draw of the call it fills); the fill that reads
+    back the candidate's ``mutated_at``-th lent call finds its input 0 written to, every read-back of the
+    reference's slot finds its input 0 written to with ``reference_wrote``, and the slot named ``refuse_slot``
+    cannot be lent. Returns the roles of the workers started, in order."""
+    started: list[str] = []
+
     class Noting(FakeWorker):
+        def __init__(self, spec: Any, deadline: float, on_close: Any = None):
+            super().__init__(spec, deadline, on_close)
+            started.append(spec.role)
+
         def paced(self, pacer: Any, msg: dict[str, Any], reply: dict[str, Any]) -> None:
             need = pacer.need
 
@@ -1619,47 +1627,54 @@ def _lending_fake(fake: type[FakeWorker], monkeypatch: pytest.MonkeyPatch, answe
     timed = timing_script(per_call_ms, 0.0)
 
     def reference(msg: dict[str, Any]) -> dict[str, Any]:
+        if msg["cmd"] == "lend_timed" and msg["slot"] == refuse_slot:
+            return {"lend_error": "LendError: a list of tensors"}
         if msg["cmd"] == "fill":
             fills.append(dict(msg))
-            lent = sum(1 for f in fills if f.get("seed") is not None)
-            wrote = msg.get("check") and mutated_at is not None and lent - (msg.get("seed") is not None) == mutated_at
+            mine = [f for f in fills if f["slot"] == msg["slot"]]
+            lent = sum(1 for f in mine if f.get("seed") is not None)
+            wrote = (msg.get("check") and mutated_at is not None and msg["slot"] == "candidate"
+                     and lent - (msg.get("seed") is not None) == mutated_at)
+            wrote = wrote or (msg.get("check") and reference_wrote and msg["slot"] == "reference")
             return {"check": {"mutated_inputs": [0] if wrote else [], "guard_violations": []}
                     if msg.get("check") else None}
-        reply = timed(msg)
-        for timing in (reply.get("timing") or {}).values():  # its own draw and load: 0.3 ms per timed call
-            timing["load_ms"] = [0.3] * len(timing["times_ms"])
-        return reply
+        return timed(msg)
     fake.scripts = {"reference": reference, "candidate": timing_script(per_call_ms, 0.0)}
+    return started
 
 
-def test_the_candidates_timed_inputs_are_lent_and_read_back_by_the_judge(fake, monkeypatch, tmp_path) -> None:
-    """Issue 12, rules 1 and 4: the candidate's worker is never handed a timed call's seed. Before answering its
-    request the parent has the judge read the slot back (what the last call did to its inputs) and fill it with
-    this call's draw (the pacer's own seed and distribution, which the judged call is redrawn from); after each of
-    its commands the slot is read back once more. The reference's own timed calls get their seeds as before. A
-    read-back that finds an input written to is input_mutated, rejected, whatever the candidate reports."""
+def test_both_roles_timed_inputs_are_lent_by_a_third_process_and_read_back(fake, monkeypatch, tmp_path) -> None:
+    """Issue 12, rules 1, 4 and 5: neither timing worker is handed a timed call's seed. A third worker of the
+    reference's role, the lender, lends each role a slot; before answering a role's request the parent has the lender
+    read that role's slot back (what the last call did to its inputs) and fill it with this call's draw (the
+    pacer's own seed and distribution, which the judged call is redrawn from); after each command the slot is read
+    back once more. Both roles read their timed inputs alike (on the CPU lending one role alone moved its times). A
+    read-back of the candidate's slot that finds an input written to is input_mutated, rejected, whatever the
+    candidate reports."""
     answers: list[tuple[str, Any, Any]] = []
     fills: list[dict[str, Any]] = []
-    _lending_fake(fake, monkeypatch, answers, fills)
+    started = _lending_fake(fake, monkeypatch, answers, fills)
     ctx = context(tmp_path, timing_pairs=1, protocol="verified", lend_timed=True)
     performance.PerformanceStage(ctx).run()
+    assert started.count("reference") == 2 and started.count("candidate") == 1  # the lender: a reference's role
     timed = {role: [a for r, q, a in answers if r == role and q[1] >= FIRST_TIMED_CALL]
              for role in ("reference", "candidate")}
     assert all("seed" in a for _, q, a in answers if q[1] < FIRST_TIMED_CALL)  # estimates and warm-up: not lent
-    assert timed["candidate"] and all(a == {"lent": True} for a in timed["candidate"])
-    assert timed["reference"] and all("seed" in a for a in timed["reference"])
-    seeded = [f for f in fills if f.get("seed") is not None]
-    assert len(seeded) >= len(timed["candidate"])  # the candidate's commands, and the confirming pair's if any
-    commands = [f for f in fills if f.get("seed") is None]  # one read-back after each candidate command
-    assert commands and all(f["check"] for f in commands)
-    assert sum(1 for f in fills if not f["check"]) == len(commands)  # each command's first fill reads nothing back
-    assert all(f["distribution"] in DISTRIBUTION_NAMES for f in seeded)
-    assert ctx.draft.timing_ms["lent_inputs"]["calls"][0] > 0 and ctx.draft.timing_ms["lent_inputs"]["not_lent"] is None
-    assert "input_mutated" not in ctx.evidence.observed
+    for role in ("reference", "candidate"):
+        assert timed[role] and all(a == {"lent": True} for a in timed[role])
+        seeded = [f for f in fills if f["slot"] == role and f.get("seed") is not None]
+        assert len(seeded) == len(timed[role])  # one fill per lent call
+        assert all(f["distribution"] in DISTRIBUTION_NAMES for f in seeded)
+        commands = [f for f in fills if f["slot"] == role and f.get("seed") is None]  # a read-back after each command
+        assert len(commands) == TIMING_ROUNDS and all(f["check"] for f in commands)
+        assert sum(1 for f in fills if f["slot"] == role and not f["check"]) == len(commands)  # first fill: nothing
+    lent = ctx.draft.timing_ms["lent_inputs"]
+    assert lent["calls"][0] == len(timed["candidate"]) and lent["reference_calls"][0] == len(timed["reference"])
+    assert lent["not_lent"] is None and "input_mutated" not in ctx.evidence.observed
     stage = performance.PerformanceStage(context(tmp_path, timing_pairs=1, protocol="verified", lend_timed=True))
-    stage.run()  # the reference's loads left out of its untimed time, its first command's (before the loan) too
-    reference_untimed = stage.untimed["reference"]["verified"]
-    assert len(reference_untimed) >= TIMING_ROUNDS and all(statistics.median(calls) < -0.2 for calls in reference_untimed)
+    stage.run()  # both roles' windows hold the same work: nothing taken off either
+    assert all(statistics.median(calls) >= 0 for role in ("reference", "candidate")
+               for calls in stage.untimed[role]["verified"])
 
     answers.clear()
     fills.clear()
@@ -1672,6 +1687,36 @@ def test_the_candidates_timed_inputs_are_lent_and_read_back_by_the_judge(fake, m
     evidence = passed()  # the correctness stage's evidence of a kernel that passed, and this stage's findings
     evidence.see(*ctx.evidence.observed)
     assert decide(evidence, RULES).verdict == "rejected"
+
+
+def test_an_input_the_reference_writes_into_is_not_compared_for_the_candidate(fake, monkeypatch, tmp_path) -> None:
+    """The lender reads the reference's slot back too: an input the reference's own calls write into (an in-place
+    problem) is sent as excused with every later read-back of the candidate's slot, never the reason for a flag;
+    and nothing the reference's slot shows is ever a flag."""
+    answers: list[tuple[str, Any, Any]] = []
+    fills: list[dict[str, Any]] = []
+    _lending_fake(fake, monkeypatch, answers, fills, reference_wrote=True)
+    ctx = context(tmp_path, timing_pairs=1, protocol="verified", lend_timed=True)
+    performance.PerformanceStage(ctx).run()
+    candidate_checks = [f for f in fills if f["slot"] == "candidate" and f["check"]]
+    assert candidate_checks and all(f["excused"] == [0] for f in candidate_checks)  # round 0: the reference first
+    assert all(f["excused"] == [] for f in fills if f["slot"] == "reference")
+    assert ctx.draft.timing_ms["lent_inputs"]["reference_wrote"] == [0]
+    assert not {"input_mutated", "out_of_bounds_write"} & ctx.evidence.observed
+
+
+@pytest.mark.parametrize("refused", ["reference", "candidate"])
+def test_where_one_roles_slot_cannot_be_lent_neither_role_is(fake, monkeypatch, tmp_path, refused) -> None:
+    """Both roles read their timed inputs the same way: a slot that cannot hold the inputs (a list of tensors) for
+    either role leaves both drawing their own, and the record says why."""
+    answers: list[tuple[str, Any, Any]] = []
+    fills: list[dict[str, Any]] = []
+    _lending_fake(fake, monkeypatch, answers, fills, refuse_slot=refused)
+    ctx = context(tmp_path, timing_pairs=1, protocol="verified", lend_timed=True)
+    performance.PerformanceStage(ctx).run()
+    assert answers and not fills and all("seed" in a for _, _, a in answers)
+    assert ctx.draft.timing_ms["lent_inputs"]["calls"] == [0]
+    assert f"the {refused}'s slot: LendError" in ctx.draft.timing_ms["lent_inputs"]["not_lent"]
 
 
 def test_the_pacer_fills_before_answering_and_a_judges_failure_is_not_the_workers(monkeypatch) -> None:
@@ -1705,39 +1750,31 @@ def test_the_references_own_loads_are_left_out_of_its_untimed_time() -> None:
     assert untimed_ms(windows, [1.0, 1.0, 1.0], [1.5]) == [0.5, 3.0]
 
 
-@pytest.mark.parametrize("option, device, reference_ms, lent", [
-    (None, "cpu", 0.03, False), (None, "cpu", 1.2, True), (None, "cpu", None, False), (None, "cuda", 0.05, False),
-    (None, "cuda", 0.5, True), (True, "cuda", 0.01, True), (True, "cpu", None, True), (False, "cpu", 50.0, False)])
-def test_timed_inputs_are_lent_where_the_references_call_is_long_enough(monkeypatch, option, device, reference_ms,
-                                                                         lent) -> None:
-    """``lend_timed`` (KBV_LEND_TIMED): unset, where the reference's median call takes at least LEND_TIMED_MIN_MS on
-    the device (here a threshold of 1 ms on the CPU and 0.1 ms on a GPU); set, always or never. Where it does not
-    lend it says why."""
-    monkeypatch.setitem(lent_timing.LEND_TIMED_MIN_MS, "cpu", 1.0)
-    monkeypatch.setitem(lent_timing.LEND_TIMED_MIN_MS, "cuda", 0.1)
-    decided, why = lends(option, device, reference_ms)
+@pytest.mark.parametrize("option, device, lent", [
+    (None, "cpu", True), (None, "cuda", False), (None, "cuda:1", False), (True, "cuda", True), (False, "cpu", False)])
+def test_timed_inputs_are_lent_by_default_on_the_cpu_and_not_yet_on_a_gpu(option, device, lent) -> None:
+    """``lend_timed`` (KBV_LEND_TIMED): unset, the device's default (``LEND_TIMED_DEFAULT``: on the CPU, where both
+    roles lent were measured alike; not yet on a GPU, where that has not run); set, always or never. Where it does
+    not lend it says why."""
+    assert LEND_TIMED_DEFAULT == {"cpu": True, "cuda": False}
+    decided, why = lends(option, device)
     assert decided is lent and (why is None) is lent
+    if not lent:
+        assert why == ("off (KBV_LEND_TIMED=0)" if option is False
+                       else f"not by default on {device} (LEND_TIMED_DEFAULT; KBV_LEND_TIMED=1 lends them)")
 
 
-def test_timed_inputs_are_not_lent_by_default_until_measured() -> None:
-    """Today no device lends timed inputs by default (the CPU's comparison showed them slower; the GPU's has not
-    run): only KBV_LEND_TIMED=1 does."""
-    assert all(v is None for v in LEND_TIMED_MIN_MS.values())
-    assert lends(None, "cpu", 100.0) == (False, "not by default on cpu (LEND_TIMED_MIN_MS; KBV_LEND_TIMED=1 lends them)")
-
-
-def test_no_timed_inputs_are_lent_below_the_threshold(fake, monkeypatch, tmp_path) -> None:
-    """With a threshold of 1 ms on the CPU, for a reference whose calls take 0.5 ms: no slot, the candidate's worker
-    gets every timed call's seed, and the record says why none were lent."""
-    monkeypatch.setitem(lent_timing.LEND_TIMED_MIN_MS, "cpu", 1.0)
+def test_with_lending_off_no_lender_starts_and_both_roles_get_seeds(fake, monkeypatch, tmp_path) -> None:
+    """``KBV_LEND_TIMED=0``: no lender, no slot, every timed call's seed handed over to both roles, and the record
+    says why none were lent."""
     answers: list[tuple[str, Any, Any]] = []
     fills: list[dict[str, Any]] = []
-    _lending_fake(fake, monkeypatch, answers, fills, per_call_ms=0.5)
-    ctx = context(tmp_path, timing_pairs=1, protocol="verified")
+    started = _lending_fake(fake, monkeypatch, answers, fills, per_call_ms=0.5)
+    ctx = context(tmp_path, timing_pairs=1, protocol="verified", lend_timed=False)
     performance.PerformanceStage(ctx).run()
-    assert answers and not fills and all("seed" in a for r, _, a in answers if r == "candidate")
+    assert started.count("reference") == 1 and answers and not fills and all("seed" in a for _, _, a in answers)
     assert ctx.draft.timing_ms["lent_inputs"]["calls"] == [0]
-    assert "LEND_TIMED_MIN_MS" in ctx.draft.timing_ms["lent_inputs"]["not_lent"]
+    assert ctx.draft.timing_ms["lent_inputs"]["not_lent"] == "off (KBV_LEND_TIMED=0)"
 
 
 def test_other_load_in_one_round_is_not_untimed_work(fake, tmp_path) -> None:

@@ -49,10 +49,9 @@ class EvalOptions:
     # correctness inputs lent by the judge in a shared buffer it reads back itself (kbv.worker.lending); on CUDA they
     # need cuda_handoff; KBV_LEND_INPUTS=0 turns lending off (each worker draws its own inputs, checked by itself)
     lend_inputs: bool = field(default_factory=lambda: os.environ.get("KBV_LEND_INPUTS", "1") != "0")
-    # the candidate's timed inputs lent by the judge too (kbv.eval.lent_timing): None (KBV_LEND_TIMED unset) where the
-    # reference's call takes at least LEND_TIMED_MIN_MS on the device, today nowhere (lending moved the candidate's
-    # timed calls on the CPU and on the H200: docs/results/cpu-2026-12-04, h200-2026-12-04); KBV_LEND_TIMED=1 or 0
-    # lends always or never
+    # both roles' timed inputs lent by a third process, the lender (kbv.eval.lent_timing): None (KBV_LEND_TIMED unset)
+    # for the device's default (LEND_TIMED_DEFAULT: the CPU lends, a GPU not until measured there); KBV_LEND_TIMED=1
+    # or 0 lends always or never
     lend_timed: bool | None = field(default_factory=lambda: {"1": True, "0": False}.get(
         os.environ.get("KBV_LEND_TIMED", ""), None))
     # the parent samples every worker's CPU time from outside (kbv.sandbox.sampler: library use the candidate cannot

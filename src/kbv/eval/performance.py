@@ -10,6 +10,8 @@ candidate far slower than the reference is timed once with few trials (``timing_
 
 from __future__ import annotations
 
+from functools import partial
+
 import math
 import secrets
 import statistics
@@ -23,7 +25,7 @@ from kbv.eval.context import PairContext, ReferenceFailed, failure_dict
 from kbv.eval.correctness import as_float
 from kbv.eval.evidence import PART_OF, Failure, reads_out_of_memory
 from kbv.eval.gate import ungated
-from kbv.eval.lent_timing import TimedLoan, lends
+from kbv.eval.lent_timing import TimedLoan, lends, open_loans
 from kbv.eval.pacing import Pacer, untimed_excess, untimed_ms
 from kbv.eval.refcache import ReferenceTimingCache, cache_key
 from kbv.protocol import (
@@ -106,6 +108,10 @@ def timing_pairs(ctx: PairContext) -> int:
     return ctx.options.timing_pairs or TIMING_RULES[ctx.device].process_pairs
 
 
+def _no_lender(msg: dict[str, Any]) -> dict[str, Any]:
+    raise AssertionError("nothing is lent in this pair")
+
+
 class PerformanceStage:
     def __init__(self, ctx: PairContext):
         self.ctx = ctx
@@ -133,7 +139,9 @@ class PerformanceStage:
         # whose draw makes a temporary of the inputs' size) differs between distributions, and on the H200 roles
         # drawn from different keys held 17.9 against 9.36 GB on level1/4's 8 GiB input (h200-2026-12-03)
         self.memory_key = secrets.randbits(63)
-        self.reference_ms: float | None = None  # the reference's least median per call seen (whether to lend inputs)
+        # both roles' timed inputs lent by a third process, the lender, one per process pair (kbv.eval.lent_timing)
+        self.lend, self.lend_reason = lends(ctx.options.lend_timed, ctx.device)
+        self.lender: Worker | None = None  # the pair's lender while it is timed (``_pair``)
 
     # -- workers --------------------------------------------------------------------------------------------------
 
@@ -145,6 +153,11 @@ class PerformanceStage:
             if role == "reference":
                 raise ReferenceFailed(failure, "performance") from None
             raise
+
+    def _start_lender(self, deadline: float) -> Worker:
+        """The pair's lender: a worker of the reference's role that lends both roles' timed inputs and is never
+        timed (its start charged to ``process_start``; it needs no set-up: the problem's inputs only)."""
+        return self._start("reference", deadline)
 
     def _setup(self, worker: Worker, deadline: float, charged: bool = True) -> None:
         """Load the reference's initial state into a timing worker (the reference loads it too, so both processes
@@ -391,32 +404,28 @@ class PerformanceStage:
         roles = ("reference", "candidate")
         kept: list[tuple[int, str, int, Pacer]] = []  # (round, baseline, index, its command) of every kept call
         ref_call_ms: dict[str, float] = {}  # the reference's median per call in this pair, per baseline
-        # the fills run inside the candidate's timing command, on its clock: sent without one of their own
-        fills = TimedLoan(self._direct(reference, deadline), lambda m: self._call(candidate, "candidate", m, deadline))
+        lender = self.lender
+        if lender is not None:  # both roles' slots; the fills run inside each role's timing commands, on its clock
+            fill_call = self._direct(lender, deadline)
+            loans = open_loans(fill_call, lambda m: self._call(lender, "reference", m, deadline),
+                               {role: partial(self._call, workers[role], role, deadline=deadline) for role in roles})
+        else:
+            loans = {role: TimedLoan(role, _no_lender, _no_lender, reason=self.lend_reason) for role in roles}
         try:
             for role in roles:
                 for b in baselines:
                     samples[role][b].append([])
                 if self.ctx.device == "cpu":  # the baseline before any call (see CorrectnessStage._distributions)
                     self.ctx.watch(workers[role], "before the first timed call")
-            decided = False  # whether to lend: once the reference's call time is known, before the candidate's first
-            before: list[tuple[str, dict[int, float], list[float], Any]] = []  # the reference's commands until then
             for round_index in range(TIMING_ROUNDS):
                 order = roles if round_index % 2 == 0 else roles[::-1]
                 for role in order:
-                    if role == "candidate" and not decided:
-                        decided = True
-                        known = list(ref_call_ms.values()) or ([self.reference_ms] if self.reference_ms else [])
-                        lend, fills.reason = lends(self.options.lend_timed, self.ctx.device, min(known, default=None))
-                        if lend and fills.open(lambda m: self._call(reference, "reference", m, deadline)):
-                            for b, windows, times, load in before:  # their own loads left out, as from now on
-                                self.untimed["reference"][b][-1] = untimed_ms(windows, times, load)
-                    lent = role == "candidate" and fills.lent  # its timed inputs from the judge's slot
+                    loan = loans[role]
+                    lent = loan.lent  # its timed inputs from the lender's slot
                     # the command's key stays here: each call's seed is handed over when the call is due
                     pacer = Pacer(secrets.randbits(63), self.names, tuple(baselines), round_index,
                                   FIRST_TIMED_CALL + TIMING_RULES[self.ctx.device].max_trials + 1,
-                                  fill=fills.filler(round_index) if lent else None)
-                    compared_lent = fills.lent  # the reference's own loads are left out of its untimed time
+                                  fill=loan.filler(round_index) if lent else None)
                     msg: dict[str, Any] = {"cmd": "time", "baselines": baselines, "share": share,
                                            "round": round_index}
                     msg["ring_bytes"] = self.ring_bytes  # both roles keep every output: the same work and memory
@@ -432,10 +441,10 @@ class PerformanceStage:
                     t0 = time.monotonic()
                     reply = self._call(workers[role], role, msg, deadline, pacer)
                     elapsed_ms = (time.monotonic() - t0) * 1e3
-                    if pacer.fill_error is not None:  # the judge failed while filling the slot
+                    if pacer.fill_error is not None:  # the lender failed while filling the slot
                         raise pacer.fill_error
                     if lent:
-                        fills.close_command()
+                        loan.close_command()
                     if measure:
                         self._note_stage_memory(role, workers[role].pid, reply, pacer)
                     if role == "reference" and self.ctx.device != "cpu":  # it kept its outputs while timed (the
@@ -454,12 +463,8 @@ class PerformanceStage:
                         self.draft.timing_ms["flush_bytes"] = timing["flush_bytes"]
                         calls += 3 + int(timing["warmup"]) + len(times)
                         reported += sum(times)
-                        # with the candidate's inputs lent (drawn and loaded before its window opens), the
-                        # reference's own draw and load of each timed call's inputs is left out of its window too
-                        less = timing.get("load_ms") if role == "reference" and compared_lent else None
-                        self.untimed[role].setdefault(b, []).append(untimed_ms(pacer.windows.get(b, {}), times, less))
-                        if role == "reference" and not decided:
-                            before.append((b, pacer.windows.get(b, {}), times, timing.get("load_ms")))
+                        # both roles' inputs lent, or neither's: the same work falls in both roles' windows
+                        self.untimed[role].setdefault(b, []).append(untimed_ms(pacer.windows.get(b, {}), times))
                         self._note_split(role, timing.get("split_ms"))
                         if isinstance(timing.get("profile"), dict):  # KBV_PROFILE_TIMING=1: the first command's
                             self.draft.timing_ms.setdefault("worker_profile", {}).setdefault(role, {}).setdefault(
@@ -468,7 +473,6 @@ class PerformanceStage:
                         if role == "reference":
                             if times:
                                 ref_call_ms[b] = statistics.median(samples[role][b][-1])
-                                self.reference_ms = min(self.reference_ms or math.inf, ref_call_ms[b])
                             continue  # the reference's kept outputs were dropped after its command
                         if timing.get("truncated"):
                             self.truncated = True
@@ -490,7 +494,7 @@ class PerformanceStage:
                             {"role": role, "reported_ms": reported, "wall_ms": elapsed_ms})
                 if self.truncated:
                     break
-            self._note_loan(fills)
+            self._note_loans(loans)
             self._judge_timed_outputs(reference, candidate, kept, deadline)
             if pair_index == 0 and not self.truncated:
                 self._burst_check(reference, candidate, samples, deadline)
@@ -507,12 +511,17 @@ class PerformanceStage:
                 raise ReferenceFailed(failure, "performance") from None
         return call
 
-    def _note_loan(self, loan: TimedLoan) -> None:
-        """What one process pair's lent timed inputs showed: the flags the judge's read-backs found, and in the
-        record (``timing_ms.lent_inputs``) how many timed calls were lent, per pair, or why none were."""
+    def _note_loans(self, loans: dict[str, TimedLoan]) -> None:
+        """What one process pair's lent timed inputs showed: the flags the lender's read-backs of the candidate's slot
+        found, and in the record (``timing_ms.lent_inputs``) how many timed calls were lent, per pair and role
+        (``calls`` the candidate's, ``reference_calls``), or why none were."""
+        loan = loans["candidate"]
         self.ev.see(*loan.seen)
-        record = self.draft.timing_ms.setdefault("lent_inputs", {"calls": [], "not_lent": None})
+        record = self.draft.timing_ms.setdefault("lent_inputs", {"calls": [], "reference_calls": [], "not_lent": None,
+                                                                 "reference_wrote": []})
         record["calls"].append(loan.calls)
+        record["reference_calls"].append(loans["reference"].calls)
+        record["reference_wrote"] = sorted(set(record["reference_wrote"]) | loans["reference"].wrote)
         if loan.reason and record["not_lent"] is None:
             record["not_lent"] = loan.reason
         if loan.findings:
@@ -583,8 +592,15 @@ class PerformanceStage:
                     self._setup(candidate, deadline)
                 if pair_index == 0 and "candidate" not in memory_peaks:
                     memory_peaks["candidate"] = self._memory(candidate, "candidate", deadline)
-                self._wait_exited(exiting)  # they exited while this pair started: now it has the GPU alone
-                self._time_pair(reference, candidate, pair_index, *timing)
+                self.lender = self._start_lender(deadline) if self.lend else None
+                try:
+                    self._wait_exited(exiting)  # they exited while this pair started: now it has the GPU alone
+                    self._time_pair(reference, candidate, pair_index, *timing)
+                finally:
+                    if self.lender is not None:
+                        self.lender.close(wait=False)
+                        exiting.append(self.lender)
+                        self.lender = None
             finally:
                 candidate.close(wait=False)
                 exiting.append(candidate)
@@ -819,7 +835,8 @@ class PerformanceStage:
         ctx = self.ctx
         identity = envinfo.gpu_identity(ctx.gpu) if ctx.device == "cuda" else {}
         return cache_key(ctx.problem.source_sha256, self.draft.shapes, self.options.precision, baseline,
-                         ctx.device, identity.get("name", ctx.device), identity.get("driver", ""), self.names)
+                         ctx.device, identity.get("name", ctx.device), identity.get("driver", ""), self.names,
+                         lent=self.lend)
 
     def _cached_reference(self, baselines: list[str]) -> dict[str, Any]:
         """Cached reference timings for every baseline, or {} (then the reference is timed live, interleaved)."""

@@ -1,7 +1,7 @@
 """Cache of reference timings, keyed by everything that can change them.
 
 The key covers the problem's source hash, its shapes, the precision, the baseline, the device name, the driver,
-torch's version, the timing rule and the timed inputs' distribution mix. A cached value is never used blind: the pipeline always re-measures briefly and
+torch's version, the timing rule, the timed inputs' distribution mix and whether they were lent. A cached value is never used blind: the pipeline always re-measures briefly and
 records the drift beside the cached median.
 """
 
@@ -20,13 +20,16 @@ from kbv.protocol import TIMED_DISTRIBUTION_WEIGHTS, TIMING_RULES
 
 
 def cache_key(problem_sha256: str, shapes: dict[str, Any], precision: str, baseline: str, device_kind: str,
-              device_name: str, driver: str, distributions: tuple[str, ...] = ()) -> str:
-    material = {
+              device_name: str, driver: str, distributions: tuple[str, ...] = (), lent: bool = False) -> str:
+    """The key; ``lent``: the timed inputs are lent by a lender (``kbv.eval.lent_timing``), which moves the times."""
+    material: dict[str, Any] = {
         "problem": problem_sha256, "shapes": shapes, "precision": precision, "baseline": baseline,
         "device": device_name, "driver": driver, "torch": torch.__version__,
         "rule": asdict(TIMING_RULES[device_kind]),
         "inputs": {d: TIMED_DISTRIBUTION_WEIGHTS[d] for d in distributions},  # the timed inputs' mix
     }
+    if lent:  # only then: the keys of times measured on the worker's own draws stay as they were
+        material["lent"] = True
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
 
 

@@ -395,7 +395,10 @@ class Worker:
 
     def _reply(self, reply: dict[str, Any]) -> dict[str, Any]:
         for handle in wire.handles_in(reply):
-            if handle.kind.startswith("lent-"):  # inputs the judge lends (kbv.worker.lending), not outputs
+            if handle.kind.startswith("lent-"):  # inputs a reference's worker lends (kbv.worker.lending), not outputs
+                if self.spec.role != "reference":  # a reference worker would map it live, not as a snapshot
+                    self.kill()
+                    raise WorkerFailure("protocol", "a candidate's reply held a lent buffer", self.log_tail())
                 continue
             seen = self.handoffs.setdefault(handle.kind, {"outputs": 0, "bytes": 0})
             seen["outputs"] += 1

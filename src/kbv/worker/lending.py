@@ -219,7 +219,7 @@ class Lent:
         for i, (entry, view) in enumerate(zip(self.entries, views(self.buffer, self.entries))):
             if "tensor" not in entry:
                 continue
-            counts = [int(_Tensor.sum(_Tensor.ne(self.buffer[lo:hi], band)))
+            counts = [0 if _equal_bytes(self.buffer[lo:hi], band) else int(_Tensor.sum(_Tensor.ne(self.buffer[lo:hi], band)))
                       for (lo, hi), band in zip(_bands(entry["tensor"], self.guard), next(patterns))]
             if any(counts):
                 violations.append({"input": i, "bytes_before": counts[0], "bytes_after": counts[1]})
@@ -235,10 +235,23 @@ class Lent:
         self.patterns, self.args = [], []
 
 
+def _equal_bytes(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two flat uint8 tensors hold the same bytes, compared eight at a time where both are aligned for it
+    (a timed call's read-back: on the CPU a 256 KiB input byte by byte took 0.17 ms, a quarter of the call)."""
+    n = int(_Tensor.numel(a))
+    for dtype, size in ((torch.int64, 8), (torch.int32, 4)):
+        if n % size == 0 and a.storage_offset() % size == 0 and b.storage_offset() % size == 0:
+            try:
+                return bool(_Tensor.equal(_Tensor.view(a, dtype), _Tensor.view(b, dtype)))
+            except RuntimeError:  # a view the allocator's alignment does not allow: byte by byte
+                break
+    return bool(_Tensor.equal(a, b))
+
+
 def _same_bits(a: torch.Tensor, b: Any) -> bool:
     """Whether a lent input still holds exactly the bytes the reference drew."""
     if type(b) is not _Tensor:
         return True
     flat_a = _Tensor.view(_Tensor.reshape(a, -1), torch.uint8)
     flat_b = _Tensor.view(_Tensor.reshape(_Tensor.contiguous(b), -1), torch.uint8)
-    return bool(_Tensor.equal(flat_a, _Tensor.to(flat_b, a.device)))
+    return _equal_bytes(flat_a, _Tensor.to(flat_b, a.device))

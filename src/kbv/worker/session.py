@@ -176,7 +176,7 @@ class Session:
         self.own_inputs: list[Any] | None = None  # the buffers this worker loads its own draws into
         # timed inputs the judge lends (kbv.worker.lending): the reference's slot (it fills it before each of the
         # candidate's timed calls and reads it back before the next), the candidate's views of it
-        self.timed_lent: lending.Lent | None = None
+        self.timed_lent: dict[str, lending.Lent] = {}  # lender: the slot it lends each role (kbv.eval.lent_timing)
         self.timed_slot: list[Any] | None = None
         self.loads: dict[int, int] = {}  # nanoseconds each call's draw and load took, by call index (one baseline)
         self.rings: dict[Any, list[Any]] = {}  # kept timed outputs until the parent draws the judged ones
@@ -520,38 +520,42 @@ class Session:
         return call, prepare
 
     def cmd_lend_timed(self, msg: dict[str, Any]) -> dict[str, Any]:
-        """Reference role: a slot for the candidate's timed inputs, between guard bands (``kbv.worker.lending``),
-        laid out from a draw of ``seed`` that no timed call uses; replies with its descriptor, or ``lend_error``."""
+        """Reference role, as the lender: a slot for one role's timed inputs (``slot``), between guard bands
+        (``kbv.worker.lending``), laid out from a draw of ``seed`` that no timed call uses; replies with its
+        descriptor, or ``lend_error``."""
         if self.spec["role"] != "reference":
             raise RuntimeError("lend_timed: reference role only")
-        if self.timed_lent is not None:
-            self.timed_lent.close()
-        self.timed_lent = None
+        slot = str(msg.get("slot", "candidate"))
+        old = self.timed_lent.pop(slot, None)
+        if old is not None:
+            old.close()
         try:
-            self.timed_lent = lending.Lent(self._inputs(int(msg["seed"]), "D1"), int(msg["guard_bytes"]),
-                                           int(msg["seed"]), self.device, tuple(self.spec.get("handoff") or ("host",)))
+            self.timed_lent[slot] = lending.Lent(self._inputs(int(msg["seed"]), "D1"), int(msg["guard_bytes"]),
+                                                 int(msg["seed"]), self.device,
+                                                 tuple(self.spec.get("handoff") or ("host",)))
         except (lending.LendError, handoff.HandoffError, OSError, RuntimeError) as exc:
             return {"lend_error": f"{type(exc).__name__}: {str(exc)[:300]}"}
-        return {"lent": self.timed_lent.message()}
+        return {"lent": self.timed_lent[slot].message()}
 
     def cmd_fill(self, msg: dict[str, Any]) -> dict[str, Any]:
-        """Reference role: with ``check``, read the slot back first (what the candidate's last timed call did to
-        its inputs and their bands: ``Lent.check``); with ``seed``, draw the next timed call's inputs and put them
-        in the slot, its work done before the reply."""
-        if self.spec["role"] != "reference" or self.timed_lent is None:
+        """Reference role, as the lender: with ``check``, read the ``slot`` back first (what its borrower's last
+        timed call did to its inputs and their bands, the ``excused`` inputs not compared: ``Lent.check``); with
+        ``seed``, draw the next timed call's inputs and put them in the slot, its work done before the reply."""
+        lent = self.timed_lent.get(str(msg.get("slot", "candidate")))
+        if self.spec["role"] != "reference" or lent is None:
             raise RuntimeError("fill: no slot lent")
-        found = self.timed_lent.check(set()) if msg.get("check") else None
+        excused = {i for i in msg.get("excused") or [] if type(i) is int}
+        found = lent.check(excused) if msg.get("check") else None
         if msg.get("seed") is not None:
             try:
-                self.timed_lent.refill(self._inputs(int(msg["seed"]), str(msg["distribution"])))
+                lent.refill(self._inputs(int(msg["seed"]), str(msg["distribution"])))
             except lending.LendError as exc:  # the parent hands this call's seed over instead, and lends no more
                 return {"check": found, "refill_error": str(exc)[:300]}
         return {"check": found}
 
     def cmd_borrow_timed(self, msg: dict[str, Any]) -> dict[str, Any]:
-        """Candidate role: map the slot the judge lent for timed inputs; its timed calls read views of it."""
-        if self.spec["role"] != "candidate":
-            raise RuntimeError("borrow_timed: candidate role only")
+        """Either role: map the slot the lender lent for this worker's timed inputs; its timed calls read views of
+        it."""
         lent = msg.get("lent")
         buffer = lent.get("buffer") if isinstance(lent, dict) else None
         if type(buffer) is not _Tensor:
@@ -838,8 +842,7 @@ def main(conn: Connection, spec: dict[str, Any] | None = None) -> None:
         wire.send(conn, _error(exc))
         os._exit(1)
     codec = handoff.Codec(session.device, tuple(spec.get("handoff") or ("host",)))
-    if spec["role"] == "candidate":
-        codec.borrow = lending.borrow
+    codec.borrow = lending.borrow  # inputs a lender lends: the candidate's trials, either role's timed calls
     wire.use_codec(codec)
     failure_told = False
     handoff_role = spec["role"] == "candidate"

@@ -1,0 +1,23 @@
+"""The built-in suite with the reference as its own candidate (every check, both baselines, the CPU's defaults: both
+roles' timed inputs lent by a lender): verdict, flags, both speedups and the timed calls lent per role."""
+import sys, tempfile
+from pathlib import Path
+sys.path.insert(0, "tests")  # run from the repository root
+from conftest import SUITE
+from kbv.problems import discover
+from kbv.problems.candidates import Candidate, Pair, write_reference_candidate
+from kbv.eval import EvalOptions
+from kbv.eval.runner import run_pairs
+from kbv.records import read_records
+tmp = Path(tempfile.mkdtemp())
+problems = discover(SUITE)
+pairs = [Pair(p, Candidate.from_path(write_reference_candidate(p, tmp / "c"))) for p in problems]
+out = tmp / "self.jsonl"
+run_pairs(pairs, EvalOptions(device="cpu", timeout=120.0), out, build_workers=2)
+for r in read_records(out):
+    sp = r.get("speedup") or {}
+    lent = (r.get("timing_ms") or {}).get("lent_inputs") or {}
+    print(r["problem"], r["verdict"], r["flags"],
+          [round(sp[b]["value"], 3) if isinstance(sp.get(b), dict) and sp[b].get("value") else None
+           for b in ("standard", "verified")],
+          "lent", lent.get("reference_calls"), lent.get("calls"), lent.get("not_lent"))
