@@ -968,6 +968,28 @@ def test_every_timing_worker_starts_while_correctness_runs(numbered, monkeypatch
     assert "performance/process_start" not in ctx.spent
 
 
+def test_each_pairs_lender_starts_ahead_with_its_pair_and_is_never_set_up(numbered, tmp_path) -> None:
+    """With the timed inputs lent (the CPU's default), each pair's lender starts while correctness runs, with the
+    pair's two workers (six processes for two pairs), is never set up, gets its first command (``lend_timed``) only
+    when its pair is due, and the stage starts no worker of its own."""
+    ctx = context(tmp_path, timing_pairs=2, protocol="verified", lend_timed=True)
+    performance.start_early(ctx)
+    assert ctx.early_workers is not None
+    ctx.early_workers.result()
+    before = list(numbered.events)
+    assert sorted(e for e, _, _ in before) == ["start"] * 6
+    performance.PerformanceStage(ctx).run()
+    launch.wait_retired()
+    events = numbered.events[len(before):]
+    assert not [e for e in events if e[0] == "start"] and "performance/process_start" not in ctx.spent
+    lenders = {n for e, n, _ in events if e == "lend_timed"}
+    setups = {n for e, n, _ in events if e == "setup"}
+    assert len(lenders) == 2 and len(setups) == 4 and not lenders & setups
+    first_lend = min(i for i, (e, _, _) in enumerate(events) if e == "lend_timed")
+    assert first_lend > min(i for i, (e, _, _) in enumerate(events) if e == "setup")  # when its pair is due
+    assert {n for e, n, _ in numbered.events if e == "gone"} == set(range(6))
+
+
 def test_timing_workers_started_early_and_never_used_are_closed(numbered, monkeypatch, tmp_path) -> None:
     """A candidate rejected by correctness (or a stage run again) is never timed: the workers started early for it
     are closed, having run no command, all asked to exit before any is waited for; with ``KBV_START_AHEAD=0`` none
@@ -975,13 +997,13 @@ def test_timing_workers_started_early_and_never_used_are_closed(numbered, monkey
     ctx = context(tmp_path, timing_pairs=2, protocol="verified", start_ahead=False)
     performance.start_early(ctx)
     assert ctx.early_workers is None and not numbered.events  # KBV_START_AHEAD=0: none
-    ctx = context(tmp_path, timing_pairs=2, protocol="verified")
+    ctx = context(tmp_path, timing_pairs=2, protocol="verified")  # the CPU's default: each pair's lender too
     performance.start_early(ctx)
     assert ctx.early_workers is not None
-    ctx.early_workers.exception()  # all four up
+    ctx.early_workers.exception()  # all six up
     ctx.discard_early_workers()
     events = [e for e, _, _ in numbered.events]
-    assert sorted(events) == ["asked"] * 4 + ["gone"] * 4 + ["start"] * 4
+    assert sorted(events) == ["asked"] * 6 + ["gone"] * 6 + ["start"] * 6
     assert max(i for i, e in enumerate(events) if e == "asked") < min(i for i, e in enumerate(events) if e == "gone")
     assert ctx.early_workers is None
 
@@ -1762,6 +1784,32 @@ def test_timed_inputs_are_lent_by_default_on_the_cpu_and_not_yet_on_a_gpu(option
     if not lent:
         assert why == ("off (KBV_LEND_TIMED=0)" if option is False
                        else f"not by default on {device} (LEND_TIMED_DEFAULT; KBV_LEND_TIMED=1 lends them)")
+
+
+def test_each_pairs_lender_is_closed_with_its_pair_and_its_failure_is_the_references(fake, tmp_path) -> None:
+    """A lender per process pair, retired with the pair's two workers (three pairs close nine workers); a lender
+    that dies while lending ends the stage as the reference's failure (``ReferenceFailed``), never the candidate's."""
+    fake.scripts = {"reference": timing_script(1.0, 0.0), "candidate": timing_script(1.0, 0.0)}
+    performance.PerformanceStage(context(tmp_path, timing_pairs=3, protocol="verified", lend_timed=True)).run()
+    launch.wait_retired()
+    assert len(fake.closed) == 9
+
+    def dies(msg: dict[str, Any]) -> dict[str, Any]:
+        if msg["cmd"] == "lend_timed":
+            raise WorkerFailure("died", "the lender died")
+        return timing_script(1.0, 0.0)(msg)
+    fake.scripts = {"reference": dies, "candidate": timing_script(1.0, 0.0)}
+    with pytest.raises(ReferenceFailed):
+        performance.PerformanceStage(context(tmp_path, timing_pairs=1, protocol="verified", lend_timed=True)).run()
+
+
+def test_reference_timings_measured_on_lent_inputs_are_cached_apart() -> None:
+    """Lent timed inputs move the times (some microseconds per call on the CPU): a cached reference timing measured
+    one way is never reused for the other, and the keys of timings measured on the workers' own draws are as before."""
+    from kbv.eval.refcache import cache_key
+
+    args = ("sha", {"x": [4]}, "fp32", "verified", "cpu", "cpu", "", ("D1", "D2"))
+    assert cache_key(*args, lent=True) != cache_key(*args) == cache_key(*args, lent=False)
 
 
 def test_with_lending_off_no_lender_starts_and_both_roles_get_seeds(fake, monkeypatch, tmp_path) -> None:

@@ -1,7 +1,7 @@
-"""Candidate for level1/5_ReLU that returns the output it cached for the input tensor it was given, once it has
-computed it for that tensor (the same buffers come back on every timed call). Inputs that are views into a larger
-buffer (correctness trials: the judge's lent buffer, or guard bands) are computed every time, and the first few
-calls of a worker too.
+"""Candidate for level1/5_ReLU that returns the output it cached when it is called again on the same input tensor
+(the same tensor object: the timing loop hands every timed call the same buffers, refilled, or the same views of the
+lender's slot), once past its first few calls. Correctness trials hand it fresh tensors each time, so there it
+computes every output.
 
 Expected: verdict incorrect with flag timed_output_mismatch (correct in the correctness stage, caught by the
 re-check on fresh contents after timing), standard_verdict correct.
@@ -14,14 +14,13 @@ class ModelNew(nn.Module):
     def __init__(self):
         super().__init__()
         self.calls = 0
-        self.cache = {}
+        self.last_input = None  # held: its identity cannot pass to another tensor
+        self.last_output = None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         self.calls += 1
-        key = (id(x), x.data_ptr())
-        whole = x.untyped_storage().nbytes() == x.numel() * x.element_size()  # a buffer of its own, not a view
-        if self.calls > 3 and whole and key in self.cache:
-            return self.cache[key]
+        if self.calls > 3 and x is self.last_input:
+            return self.last_output
         out = torch.relu(x)
-        self.cache[key] = out
+        self.last_input, self.last_output = x, out
         return out

@@ -54,17 +54,20 @@ def launch_pairs(ctx: PairContext, pairs: range, deadline: float,
                  set_up: Callable[..., None] | None = None) -> list[dict[str, Worker]]:
     """The timing workers of ``pairs``, started at once in threads (and set up by ``set_up``), not charged; a failure
     closes every worker started (the reference's failure raised first). Each waits idle, blocked on its own channel,
-    until its pair is timed; none serves another pair."""
-    jobs = [(index, role) for index in pairs for role in ("reference", "candidate")]
+    until its pair is timed; none serves another pair. Where the pairs' timed inputs are lent, each pair's lender
+    (a worker of the reference's role, never set up: ``kbv.eval.lent_timing``) starts with them, as ``lender``."""
+    roles = ("reference", "candidate", "lender") if lends(ctx.options.lend_timed, ctx.device)[0] else (
+        "reference", "candidate")
+    jobs = [(index, role) for index in pairs for role in roles]
 
     def launch(role: str) -> Worker:
         try:
-            worker = ctx.start(role, "performance", deadline, charged=False)
+            worker = ctx.start("reference" if role == "lender" else role, "performance", deadline, charged=False)
         except WorkerFailure as failure:
-            if role == "reference":
+            if role != "candidate":
                 raise ReferenceFailed(failure, "performance") from None
             raise
-        if set_up is not None:
+        if set_up is not None and role != "lender":
             try:
                 set_up(worker, deadline, charged=False)
             except BaseException:
@@ -592,7 +595,8 @@ class PerformanceStage:
                     self._setup(candidate, deadline)
                 if pair_index == 0 and "candidate" not in memory_peaks:
                     memory_peaks["candidate"] = self._memory(candidate, "candidate", deadline)
-                self.lender = self._start_lender(deadline) if self.lend else None
+                # started ahead with the pair, or now; never set up (it needs the problem's inputs only)
+                self.lender = (workers.pop("lender", None) or self._start_lender(deadline)) if self.lend else None
                 try:
                     self._wait_exited(exiting)  # they exited while this pair started: now it has the GPU alone
                     self._time_pair(reference, candidate, pair_index, *timing)
