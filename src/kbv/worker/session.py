@@ -465,7 +465,7 @@ class Session:
         """Call ``j``'s seed and distribution, asked of the parent when call ``j`` is due (``kbv.eval.pacing``):
         nothing in this process predicts a timed call's inputs before the previous call's output is committed. The
         untimed calls that come first (estimates and warm-up) are asked for together. None for a timed call whose
-        inputs the judge lent (``borrow_timed``): the parent answers once they are in the slot."""
+        inputs the lender lent (``borrow_timed``): the parent answers once they are in the slot."""
         untimed: list[tuple[int, str]] = []
 
         def inputs_of(index: int) -> tuple[int, str] | None:
@@ -497,7 +497,7 @@ class Session:
     def _timed_call(self, inputs_of: Callable[[int], tuple[int, str] | None]) -> tuple[Callable[[], Any],
                                                                                     Callable[[int], None]]:
         """The timed call, and the untimed step before call ``j`` that draws that call's inputs (seed and
-        distribution from ``inputs_of(j)``) and loads them into the same buffers, or, where the judge lent this
+        distribution from ``inputs_of(j)``) and loads them into the same buffers, or, where the lender lent this
         call's inputs (``inputs_of(j)`` is None), points the call at the slot it filled: no two calls see the same
         contents, so no output can be served from a cache, and the reference can redraw any call's inputs to judge
         it."""
