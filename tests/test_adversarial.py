@@ -70,7 +70,7 @@ DOCUMENTED = (
     "timed_alias_when_nonnegative", "timed_return_input", "ring_rewrite_kept", "ask_out_of_turn",
     "blind_integrity_changes", "blind_tamper_wire_split", "fallback_numpy_matmul", "profiled_call_numpy",
     "tamper_session_same", "timer_frames_precompute", "profiled_own_timed_torch", "memory_cmd_detect",
-    "timed_inplace_blind", "timer_frames_precompute_lent",
+    "timed_inplace_blind", "timer_frames_precompute_lent", "memory_scratch_except_measured",
 )
 
 
@@ -361,6 +361,27 @@ def test_a_workspace_hidden_from_the_memory_command_is_seen_over_the_timing_stag
     entry = next(e for e in ENTRIES if e["id"] == "memory_cmd_detect")
     record = evaluate(problem_path(entry["problem"]), ROOT / entry["file"], EvalOptions(**OPTIONS[("cpu", "fast")]))
     assert record.verdict == "correct" and "memory_above_reference" not in record.flags, record.flags
+
+
+def test_a_scratch_hidden_from_the_memory_command_is_seen_around_every_timed_call(corpus, monkeypatch) -> None:
+    """Issue 12, rules 2 and 4: a candidate that makes and frees a 32 MiB scratch in every forward but the memory
+    command's is not seen there, nor over the whole timing stage (under its 48 MiB slack); the parent's reading
+    around every timed call, both roles alike, puts its median call 32 MiB above the reference's. With that measure
+    off the same candidate gets no memory flag."""
+    from kbv.eval import performance as perf_mod
+
+    hack = corpus["memory_scratch_except_measured"]["memory_bytes"]
+    assert hack["candidate_peak"] <= hack["reference_peak"] + 2**20  # the memory command: nothing
+    assert not hack["timing_stage"]["flagged"]  # the whole stage: under its slack
+    calls = hack["timed_calls"]
+    assert calls["flagged"] and calls["median"]["candidate"] - calls["median"]["reference"] >= 24 * 2**20, calls
+    honest = corpus["correct_torch"]["memory_bytes"]["timed_calls"]
+    assert not honest["flagged"] and honest["calls"]["candidate"] > 0
+    monkeypatch.setattr(perf_mod.PerformanceStage, "_call_memory", lambda self, role: None)
+    entry = next(e for e in ENTRIES if e["id"] == "memory_scratch_except_measured")
+    record = evaluate(problem_path(entry["problem"]), ROOT / entry["file"], EvalOptions(**OPTIONS[("cpu", "fast")]))
+    assert record.verdict == "correct" and "memory_above_reference" not in record.flags, record.flags
+    assert "timed_calls" not in record.memory_bytes
 
 
 def test_calling_the_reference_is_rejected_when_custom_kernels_are_required() -> None:

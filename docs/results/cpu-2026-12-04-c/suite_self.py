@@ -20,4 +20,5 @@ for r in read_records(out):
     print(r["problem"], r["verdict"], r["flags"],
           [round(sp[b]["value"], 3) if isinstance(sp.get(b), dict) and sp[b].get("value") else None
            for b in ("standard", "verified")],
-          "lent", lent.get("reference_calls"), lent.get("calls"), lent.get("not_lent"))
+          "lent", lent.get("reference_calls"), lent.get("calls"), lent.get("not_lent"),
+          "call memory", (r.get("memory_bytes") or {}).get("timed_calls"))

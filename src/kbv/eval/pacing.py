@@ -42,6 +42,9 @@ class Pacer:
     fill: Callable[[str, int, int, str], bool] | None = None
     fill_error: Exception | None = None  # what ``fill`` raised (the judge's failure, not the worker's): the seed
     # went over instead, and the caller raises it once the command is over
+    # the parent's own look at every timed call (``kbv.eval.performance``: the worker's peak memory over it), called
+    # with True just before a timed call's answer goes and with False once its commitment has arrived
+    around: Callable[[bool], None] | None = None
     _position: int = -1
     _next: int = 0
     _committed: set[tuple[str, int]] = field(default_factory=set)
@@ -78,6 +81,8 @@ class Pacer:
         self._next = index + 1
         self._open = (baseline, index)  # its window opens when the answer has gone (``sent``): after any fill
         seed, distribution = self.inputs(baseline, index)
+        if self.around is not None and index >= FIRST_TIMED_CALL:
+            self.around(True)
         if self.fill is not None and index >= FIRST_TIMED_CALL:
             try:
                 if self.fill(baseline, index, seed, distribution):
@@ -102,6 +107,8 @@ class Pacer:
         opened = self._sent_at.pop(call, None)
         if opened is not None:
             self.windows.setdefault(call[0], {})[call[1]] = (at - opened) * 1e3
+            if self.around is not None:
+                self.around(False)
 
 
 def untimed_ms(windows: dict[int, float], times_ms: list[float], less: list[Any] | None = None) -> list[float]:

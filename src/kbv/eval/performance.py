@@ -137,7 +137,10 @@ class PerformanceStage:
         # CPU, first pair: each role's resident-set rise over its timing commands (the parent's /proc), the timed
         # calls it kept per command, and the bytes of one call's outputs (the reference's account)
         self.stage_memory: dict[str, Any] = {"start": {}, "rise": {}, "kept_calls": {"reference": [], "candidate": []},
-                                             "output_bytes": None}
+                                             "output_bytes": None, "folded": {}}
+        # CPU, first pair: each role's resident-set rise over every timed call, read by the parent around each call
+        # (``_call_memory``): no call is the memory-measured one, every call is
+        self.call_memory: dict[str, list[int]] = {"reference": [], "candidate": []}
         # the memory-measured calls' inputs, the same for both roles: what drawing them leaves held (a distribution
         # whose draw makes a temporary of the inputs' size) differs between distributions, and on the H200 roles
         # drawn from different keys held 17.9 against 9.36 GB on level1/4's 8 GiB input (h200-2026-12-03)
@@ -394,6 +397,7 @@ class PerformanceStage:
                 DEVICE_IN_USE_SLACK_BYTES, DEVICE_IN_USE_SLACK_REL * max(ref_held, 0)):
             self.ev.see("memory_above_reference")
         self._judge_stage_memory()
+        self._judge_call_memory()
 
     def _time_pair(self, reference: Worker, candidate: Worker, pair_index: int, cached: dict[str, Any], seed: int,
                    share: float, deadline: float, samples: Samples, warmups: dict[str, dict[str, int]],
@@ -441,6 +445,8 @@ class PerformanceStage:
                     measure = pair_index == 0
                     if measure and self.ctx.device == "cpu" and role not in self.stage_memory["start"]:
                         self.stage_memory["start"][role] = observe.peak_start(workers[role].pid)
+                    if measure:
+                        pacer.around = self._call_memory(role)
                     t0 = time.monotonic()
                     reply = self._call(workers[role], role, msg, deadline, pacer)
                     elapsed_ms = (time.monotonic() - t0) * 1e3
@@ -539,7 +545,12 @@ class PerformanceStage:
         one), and from the reference the bytes of one call's outputs."""
         memory = self.stage_memory
         if self.ctx.device == "cpu":
-            memory["rise"][role] = observe.peak_since(memory["start"].get(role))
+            start = memory["start"].get(role)
+            rise = observe.peak_since(start)
+            folded = memory["folded"].get(role)  # the high-water marks the per-call measure's resets cut short
+            if rise is not None and start is not None and folded is not None:
+                rise = max(rise, folded - start[1])
+            memory["rise"][role] = rise
         else:
             listed = devmem.entries(observe.tree(pid)) if pid is not None else None
             if listed:
@@ -550,6 +561,46 @@ class PerformanceStage:
                 if isinstance(ring, dict) and ring.get("kept") and isinstance(ring.get("kept_bytes"), int):
                     memory["output_bytes"] = ring["kept_bytes"] // int(ring["kept"])
                     break
+
+    def _call_memory(self, role: str) -> Callable[[bool], None] | None:
+        """CPU, first pair: the parent's look around each timed call (``Pacer.around``): just before the call's
+        inputs are handed over it resets the worker's high-water mark (folding the one so far into the whole stage's
+        measure) and once its output is committed reads the rise, so every timed call of both roles is measured
+        alike and none is told apart (the memory command's one call can be: ``memory_call_detect``)."""
+        memory = self.stage_memory
+        if self.ctx.device != "cpu" or memory["start"].get(role) is None:
+            return None
+        opened: list[tuple[int, int] | None] = [None]
+
+        def around(opening: bool) -> None:
+            if opening:
+                fresh, high = observe.peak_restart(memory["start"][role])
+                if high is not None:
+                    memory["folded"][role] = max(memory["folded"].get(role, 0), high)
+                opened[0] = fresh
+            elif opened[0] is not None:
+                rise = observe.peak_since(opened[0])
+                if rise is not None:
+                    self.call_memory[role].append(rise)
+                opened[0] = None
+        return around
+
+    def _judge_call_memory(self) -> None:
+        """The CPU's per-call memory rule: the candidate's median rise over a timed call above the reference's by
+        more than ``MEMORY_SLACK_BYTES`` or ``STAGE_MEMORY_SLACK_REL`` of it is ``memory_above_reference`` (a
+        workspace made and freed inside every call, which the whole stage's 48 MiB slack does not see). Recorded as
+        ``memory_bytes.timed_calls``."""
+        calls = self.call_memory
+        if self.ctx.device != "cpu" or not (calls["reference"] and calls["candidate"]):
+            return
+        median = {role: int(statistics.median(calls[role])) for role in calls}
+        allowed = median["reference"] + max(MEMORY_SLACK_BYTES["cpu"], STAGE_MEMORY_SLACK_REL * median["reference"])
+        flagged = median["candidate"] > allowed
+        self.draft.memory_bytes["timed_calls"] = {"median": median, "max": {r: max(calls[r]) for r in calls},
+                                                  "calls": {r: len(calls[r]) for r in calls},
+                                                  "allowed": int(allowed), "flagged": flagged}
+        if flagged:
+            self.ev.see("memory_above_reference")
 
     def _judge_stage_memory(self) -> None:
         """The CPU's whole-stage memory rule (``STAGE_MEMORY_SLACK_*``): each role's rise over its timing commands,

@@ -177,6 +177,20 @@ def peak_start(pid: int | None) -> tuple[int, int] | None:
     return (target, rss) if rss is not None else None
 
 
+def peak_restart(start: tuple[int, int] | None) -> tuple[tuple[int, int] | None, int | None]:
+    """For the process ``peak_start`` returned: its high-water mark so far (bytes, ``VmHWM``: fold it into any
+    longer measure this reset cuts short), then a fresh start on the same process (reset, resident bytes now)."""
+    if start is None:
+        return None, None
+    status = _status(start[0])
+    high, rss = _kib(status.get("VmHWM")), _kib(status.get("VmRSS"))
+    try:
+        Path(f"/proc/{start[0]}/clear_refs").write_text("5")
+    except OSError:
+        return None, high
+    return ((start[0], rss) if rss is not None else None), high
+
+
 def peak_since(start: tuple[int, int] | None) -> int | None:
     """Bytes the worker's resident set rose to above where ``peak_start`` found it (``VmHWM`` - ``VmRSS``)."""
     if start is None:
