@@ -154,7 +154,8 @@ def corpus_records(tmp_path_factory: pytest.TempPathFactory, device: str = "cpu"
             pairs.append(Pair(problem, Candidate.from_path(_candidate_file(entry, problem, folder), sample=sample)))
             ids[sample] = entry["id"]
         keep = os.environ.get("KBV_CORPUS_RECORDS_DIR")  # scripts/gpu_check.py: records stream into the results
-        name = timeouts + ("-" + "-".join(sorted(json.loads(extra))) if extra != "{}" else "")
+        name = timeouts + "".join(f"-{k}-{str(v).lower()}" for k, v in sorted(json.loads(extra).items()))  # a file
+        # per batch: the same option set to other values (lend_timed on and off) must not share one
         out = Path(keep) / f"corpus-{device}-{name}.jsonl" if keep else folder / f"{name}.jsonl"
         summary = run_pairs(pairs, EvalOptions(**OPTIONS[(device, timeouts)], **json.loads(extra)), out,
                             build_workers=2)
