@@ -10,14 +10,13 @@ candidate far slower than the reference is timed once with few trials (``timing_
 
 from __future__ import annotations
 
-from functools import partial
-
 import math
 import secrets
 import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
+from functools import partial
 from typing import Any, Callable
 
 from kbv import envinfo, stats

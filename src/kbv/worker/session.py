@@ -174,9 +174,9 @@ class Session:
         self.lent: dict[Any, tuple[lending.Lent, set[int]]] = {}
         self.timing_inputs: list[Any] | None = None  # what the timed forward is called on (own buffers or lent)
         self.own_inputs: list[Any] | None = None  # the buffers this worker loads its own draws into
-        # timed inputs the judge lends (kbv.worker.lending): the reference's slot (it fills it before each of the
-        # candidate's timed calls and reads it back before the next), the candidate's views of it
-        self.timed_lent: dict[str, lending.Lent] = {}  # lender: the slot it lends each role (kbv.eval.lent_timing)
+        # timed inputs a lender lends (kbv.eval.lent_timing): in the lender, the slot of each role (it fills one before
+        # each of that role's timed calls and reads it back before the next); in a timing worker, its views of its own
+        self.timed_lent: dict[str, lending.Lent] = {}
         self.timed_slot: list[Any] | None = None
         self.loads: dict[int, int] = {}  # nanoseconds each call's draw and load took, by call index (one baseline)
         self.rings: dict[Any, list[Any]] = {}  # kept timed outputs until the parent draws the judged ones
