@@ -1906,6 +1906,42 @@ def test_untimed_work_from_one_timing_pair_is_confirmed_on_a_second(fake, monkey
     assert ctx.draft.timing_ms["candidate_verified"]["n"] == (160 if flagged else 80)
 
 
+def test_a_cleared_first_pair_keeps_a_cached_references_remeasure(fake, monkeypatch, tmp_path) -> None:
+    """Reference timings cached (--preset reward): only the first pair re-measures the reference. When a second pair
+    clears the first's untimed_work, the candidate's first-pair times are dropped but the reference's re-measure
+    stays, so its drift is still recorded (on the H200, dropping it too left no median: a harness error,
+    docs/results/h200-2026-12-05)."""
+    made: list[str] = []
+
+    class Numbered(FakeWorker):
+        def __init__(self, spec: Any, deadline: float, on_close: Any = None):
+            super().__init__(spec, deadline, on_close)
+            self.number = sum(1 for role in made if role == spec.role)
+            made.append(spec.role)
+
+        def paced(self, pacer: Any, msg: dict[str, Any], reply: dict[str, Any]) -> None:
+            saved = dict(self.untimed_ms)
+            if self.spec.role == "candidate" and self.number == 0:
+                self.untimed_ms = {"candidate": 3.0}
+            try:
+                super().paced(pacer, msg, reply)
+            finally:
+                self.untimed_ms = saved
+
+    cached = {"verified": {"summary": {"median": 1.0, "n": 40}, "times_ms": [1.0] * 40}}
+    monkeypatch.setattr(context_module, "Worker", Numbered)
+    monkeypatch.setattr(performance.PerformanceStage, "_cached_reference", lambda self, baselines: cached)
+    fake.scripts = {"reference": timing_script(1.0, 0.0), "candidate": timing_script(1.0, 0.0)}
+    ctx = context(tmp_path, timing_pairs=1, protocol="verified")
+    performance.PerformanceStage(ctx).run()
+    assert ctx.draft.timing_ms["untimed_confirmation_pair"] == {"confirmed": False, "first_pair_times_dropped": True}
+    reference = ctx.draft.timing_ms["reference_verified"]
+    assert reference["cached"] is True
+    assert reference["remeasure_median"] == pytest.approx(1.0, abs=0.05)
+    assert reference["drift"] == pytest.approx(0.0, abs=0.05)
+    assert ctx.draft.speedup["verified"]["value"] == pytest.approx(1.0, abs=0.05)
+
+
 def test_a_clean_single_timing_pair_needs_no_second(fake, tmp_path) -> None:
     fake.scripts = {"reference": timing_script(1.0, 0.0), "candidate": timing_script(1.0, 0.0)}
     ctx = context(tmp_path, timing_pairs=1, protocol="verified")

@@ -304,8 +304,10 @@ class PerformanceStage:
                         # behaves only once it has been seen gains nothing from the pair it was seen in.
                         self._pair(n_pairs, {}, True, memory_peaks, exiting, timing)
                         confirmed = any(v["flagged"] for v in self._untimed_found(samples).values())
-                        if not confirmed:
-                            for role in samples:
+                        if not confirmed:  # a cached reference's one short re-measure (pair 0) stays: only
+                            for role in samples:  # the first pair ever times it, and its drift is recorded
+                                if role == "reference" and cached:
+                                    continue
                                 for groups in samples[role].values():
                                     del groups[:1]
                         draft.timing_ms["untimed_confirmation_pair"] = {"confirmed": confirmed,
@@ -341,7 +343,8 @@ class PerformanceStage:
             if cached:
                 remeasured = ref_summary["median"]
                 ref_summary = dict(cached[baseline]["summary"]) | {"cached": True, "remeasure_median": remeasured}
-                ref_summary["drift"] = remeasured / ref_summary["median"] - 1.0
+                ref_summary["drift"] = (remeasured / ref_summary["median"] - 1.0
+                                        if remeasured is not None and ref_summary["median"] else None)
                 ref_groups = [cached[baseline]["times_ms"]] * len(cand_groups)
                 self.ev.see("reference_timing_cached")
             elif options.reuse_reference_timing and not self.truncated:
