@@ -111,17 +111,10 @@ class Pacer:
                 self.around(False)
 
 
-def untimed_ms(windows: dict[int, float], times_ms: list[float], less: list[Any] | None = None) -> list[float]:
+def untimed_ms(windows: dict[int, float], times_ms: list[float]) -> list[float]:
     """Per timed call, its window minus the time its worker reported for it (call ``FIRST_TIMED_CALL + i`` is the
-    ``i``-th reported time) and, where given, minus ``less[i]`` (the reference's own draw and load of the call's
-    inputs, where the candidate's were lent and so put in place before its window opened); calls without a window
-    are left out."""
-    out = []
-    for i, t in enumerate(times_ms):
-        if FIRST_TIMED_CALL + i in windows:
-            extra = less[i] if less is not None and i < len(less) and isinstance(less[i], (int, float)) else 0.0
-            out.append(windows[FIRST_TIMED_CALL + i] - t - float(extra))
-    return out
+    ``i``-th reported time); calls without a window are left out."""
+    return [windows[FIRST_TIMED_CALL + i] - t for i, t in enumerate(times_ms) if FIRST_TIMED_CALL + i in windows]
 
 
 def untimed_excess(reference: list[list[float]], candidate: list[list[float]], reference_ms: float,
