@@ -27,7 +27,8 @@ from kbv.eval.params import map_parameters
 from kbv.eval.verdict import Rules, decide, over_shapes, should_time
 from kbv.problems import load_problem
 from kbv.problems.candidates import Candidate
-from kbv.protocol import (DISTRIBUTION_NAMES, FIRST_TIMED_CALL, FLAGS, LEND_TIMED_DEFAULT, REJECTING_FLAGS,
+from kbv.protocol import (DISTRIBUTION_NAMES, FIRST_TIMED_CALL, FLAGS, JUDGED_TIMED_BYTES_PER_PAIR,
+                          JUDGED_TIMED_CALLS_PER_PAIR, LEND_TIMED_DEFAULT, REJECTING_FLAGS,
                           VERDICT_PRECEDENCE,
                           TIMING_ROUNDS, baseline_key, timed_call)
 from kbv.sandbox import launch
@@ -1176,7 +1177,9 @@ def test_the_judge_recomputes_each_judged_call_under_its_own_baseline(fake, tmp_
     ctx = context(tmp_path, timing_pairs=3, protocol="both")
     performance.PerformanceStage(ctx).run()
     judged = ctx.draft.correctness["timed_rechecks"]
-    assert len(forwards) == len(judged) == 4  # one per pair, and the first pair's burst
+    per_pair = performance.judged_calls(ctx.output_bytes)
+    assert per_pair == JUDGED_TIMED_CALLS_PER_PAIR > 1
+    assert len(forwards) == len(judged) == 3 * per_pair + 1  # per pair, and the first pair's burst
     assert forwards == [r.get("baseline", "verified") for r in judged]  # the burst runs under the last baseline
 
 
@@ -2008,6 +2011,53 @@ def test_a_kept_output_that_is_not_the_committed_one_is_a_timed_output_mismatch(
     assert ("timed_output_mismatch" in ctx.evidence.observed) is flagged
     timed = [r for r in ctx.draft.correctness["timed_rechecks"] if not r.get("burst")]
     assert timed[0]["passed"] is (commitment == "same")
+
+
+def test_judged_timed_calls_per_pair_follow_the_output_size() -> None:
+    """Several timed calls judged per pair where their outputs are small; a large output's once."""
+    assert performance.judged_calls(0) == performance.judged_calls(4096) == JUDGED_TIMED_CALLS_PER_PAIR
+    assert performance.judged_calls(JUDGED_TIMED_BYTES_PER_PAIR // 2) == min(2, JUDGED_TIMED_CALLS_PER_PAIR)
+    assert performance.judged_calls(JUDGED_TIMED_BYTES_PER_PAIR) == 1
+    assert performance.judged_calls(6 * JUDGED_TIMED_BYTES_PER_PAIR) == 1  # never none
+
+
+@pytest.mark.parametrize("per_pair, flagged", [
+    (None, True),  # the protocol's count: the third judged call is one of the wrong ones
+    (1, False),  # one judged call per pair (the defence off): the one right call drawn passes
+])
+def test_a_kernel_wrong_on_most_timed_calls_is_found_by_the_judged_calls(fake, monkeypatch, tmp_path, per_pair,
+                                                                        flagged) -> None:
+    """A kernel right on a few timed calls only (here: two of them, drawn first) escapes one judged call per pair
+    with the probability of drawing a right one; with several judged calls per pair a wrong one is among them."""
+    if per_pair is not None:
+        monkeypatch.setattr(performance, "JUDGED_TIMED_CALLS_PER_PAIR", per_pair)
+
+    class FirstDrawn:  # the parent's draw made deterministic: the first calls kept, in order
+        def sample(self, population: list[Any], k: int) -> list[Any]:
+            return list(population)[:k]
+
+    monkeypatch.setattr(performance.secrets, "SystemRandom", FirstDrawn)
+    inner = timing_script(1.0, 0.0)
+    fetched: list[dict[str, Any]] = []
+
+    def candidate(msg: dict[str, Any]) -> dict[str, Any]:
+        if msg["cmd"] == "kept" and "burst" not in msg:
+            fetched.append(msg)
+            return {"found": True, "structure": "t", "outputs": "right" if len(fetched) <= 2 else "wrong"}
+        return inner(msg)
+
+    def reference(msg: dict[str, Any]) -> dict[str, Any]:
+        if msg["cmd"] == "judge" and msg["candidate"]["outputs"] in ("right", "wrong"):
+            passed = msg["candidate"]["outputs"] == "right"
+            return {"comparison": {"passed": passed, "reason": "" if passed else "wrong"}, "standard": passed}
+        return inner(msg)
+
+    fake.scripts = {"reference": reference, "candidate": candidate}
+    ctx = context(tmp_path, timing_pairs=1, protocol="verified")
+    performance.PerformanceStage(ctx).run()
+    assert len(fetched) == (per_pair or JUDGED_TIMED_CALLS_PER_PAIR)
+    assert len({(m["round"], m["baseline"], m["index"]) for m in fetched}) == len(fetched)  # distinct calls
+    assert ("timed_output_mismatch" in ctx.evidence.observed) is flagged
 
 
 def test_timed_calls_come_from_every_distribution() -> None:

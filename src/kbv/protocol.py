@@ -339,7 +339,11 @@ RING_BYTES: Final = {"cuda": 8 * 2**30, "cpu": 256 * 2**20}
 RING_DEVICE_FRACTION: Final = 0.15  # on a GPU, at least this share of its memory per worker (both roles keep alike)
 CHANGED_KEPT_MAX: Final = 20  # kept outputs a worker names as changed since their commitment, at most
 COMMITS_MAX: Final = 100_000  # kept-output digests one worker may send (kbv.worker.commit): more is a protocol failure
-JUDGED_TIMED_CALLS_PER_PAIR: Final = 1  # timed calls judged per process pair, drawn by the parent after its rounds
+# Timed calls judged per process pair, drawn by the parent after its rounds: a kernel wrong on a fraction f of its
+# timed calls escapes one pair with probability (1 - f)^k. Calls after the first only while the judged outputs
+# total at most JUDGED_TIMED_BYTES_PER_PAIR (a large output's judging costs seconds on a shared GPU).
+JUDGED_TIMED_CALLS_PER_PAIR: Final = 3
+JUDGED_TIMED_BYTES_PER_PAIR: Final = 2**30
 BURST_INPUT_SETS: Final = 8  # distinct input sets a burst cycles through (one output of them is judged)
 
 

@@ -31,7 +31,7 @@ from kbv.protocol import (
     BURST_DEVICE_BOUND, BURST_INPUT_SETS, BURST_MAX_CALLS, BURST_MAX_WALL_OVER_TIMED, BURST_MAX_WALL_SPEEDUP, BURST_MIN_CLAIM, BURST_MIN_CLAIM_CPU,
     BURST_TARGET_MS, CHANGED_KEPT_MAX, FIRST_TIMED_CALL, LENT_CHECKS_KEPT,
     CPU_MEMORY_REPEATS, DEVICE_IN_USE_SLACK_BYTES, DEVICE_IN_USE_SLACK_REL, STAGE_MEMORY_SLACK_BYTES,
-    STAGE_MEMORY_SLACK_REL, DISTRIBUTIONS, JUDGED_TIMED_CALLS_PER_PAIR, MEMORY_SLACK_BYTES,
+    STAGE_MEMORY_SLACK_REL, DISTRIBUTIONS, JUDGED_TIMED_BYTES_PER_PAIR, JUDGED_TIMED_CALLS_PER_PAIR, MEMORY_SLACK_BYTES,
     REFERENCE_REMEASURE_TRIALS, RING_BYTES, RING_DEVICE_FRACTION, TIMED_DISTRIBUTION_WEIGHTS, TIMING_ROUNDS, TIMING_RULES, TIMING_TRUNCATE_FACTOR, timed_call,
 )
 from kbv.sandbox import devmem, launch, observe
@@ -782,12 +782,13 @@ class PerformanceStage:
 
     def _judge_timed_outputs(self, reference: Worker, candidate: Worker, kept: list[tuple[int, str, int, Pacer]],
                              deadline: float) -> None:
-        """``JUDGED_TIMED_CALLS_PER_PAIR`` calls drawn by the parent, after the pair's rounds, among every timed
-        call the candidate kept: the worker never knows which call, round or baseline is judged."""
+        """``judged_calls`` calls drawn by the parent, after the pair's rounds, among every timed call the
+        candidate kept: the worker never knows which calls, rounds or baselines are judged."""
         if not kept:
             return
         rng = secrets.SystemRandom()
-        for round_index, baseline, index, pacer in rng.sample(kept, min(JUDGED_TIMED_CALLS_PER_PAIR, len(kept))):
+        for round_index, baseline, index, pacer in rng.sample(kept, min(judged_calls(self.ctx.output_bytes),
+                                                                        len(kept))):
             self._judge(reference, candidate, {"round": round_index, "baseline": baseline, "index": index,
                                                "drop": False}, pacer.inputs(baseline, index), baseline, deadline,
                         {"round": round_index, "baseline": baseline, "index": index})
@@ -901,6 +902,13 @@ class PerformanceStage:
             return {}
         entries = {b: self._cache().get(self._cache_key(b)) for b in baselines}
         return entries if all(entries.values()) else {}
+
+
+def judged_calls(output_bytes: int) -> int:
+    """Timed calls judged per process pair: ``JUDGED_TIMED_CALLS_PER_PAIR``, fewer where their outputs would total
+    more than ``JUDGED_TIMED_BYTES_PER_PAIR``, never none."""
+    fit = JUDGED_TIMED_BYTES_PER_PAIR // output_bytes if output_bytes > 0 else JUDGED_TIMED_CALLS_PER_PAIR
+    return max(1, min(JUDGED_TIMED_CALLS_PER_PAIR, fit))
 
 
 def timer_understates(candidate_wall_over_timed: float, reference_wall_over_timed: float) -> bool:
