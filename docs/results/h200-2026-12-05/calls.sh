@@ -10,6 +10,6 @@ reward() { g "$1" "$2" --stages bench --bench-runs reward --levels 1,2 --bench-i
 lend() { g 110 "$1" --stages bench --bench-runs fixed-lent,fixed-unlent; }
 case $1 in
   1) lend c1l1; reward 225 c1r5a 5; reward 250 c1r5b 5 ;;
-  2) reward 265 c2r5a 5; reward 265 c2r5b 5 ;;
-  3) g 320 c3b --stages builds --builds-n 16 --builds-pch on,off ;;
+  2) reward 250 c2r5a 5; reward 255 c2r5b 5 ;;
+  3) g 200 c3b --stages builds --builds-n 16 --builds-pch on ;;
 esac
