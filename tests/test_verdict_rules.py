@@ -1944,6 +1944,52 @@ def test_a_cleared_first_pair_keeps_a_cached_references_remeasure(fake, monkeypa
     assert ctx.draft.speedup["verified"]["value"] == pytest.approx(1.0, abs=0.05)
 
 
+@pytest.mark.parametrize("burst_in_confirmation", [True, False])
+def test_a_confirmation_pairs_burst_is_judged_against_its_own_times(fake, monkeypatch, tmp_path,
+                                                                    burst_in_confirmation) -> None:
+    """On the H200 (docs/results/h200-2026-12-05) the reference against itself, level1/12, had a slow first
+    candidate process (untimed_work, not confirmed) and a fast second one: the record's claim came from the second
+    pair alone (1.55) while the only burst had run in the first (0.97): wall_clock_mismatch on an honest pair. The
+    confirmation pair runs its own burst, on the processes its times come from. Control: with the burst left to the
+    first pair only (the old rule), the same pairs are flagged."""
+    made: list[str] = []
+    per_call = {0: 1.6, 1: 0.4}  # the candidate's processes: the first slow, the second 2.5x the reference
+
+    class Numbered(FakeWorker):
+        def __init__(self, spec: Any, deadline: float, on_close: Any = None):
+            super().__init__(spec, deadline, on_close)
+            self.number = sum(1 for role in made if role == spec.role)
+            made.append(spec.role)
+            if spec.role == "candidate":
+                self.script = timing_script(per_call[self.number], 0.0)
+
+        def paced(self, pacer: Any, msg: dict[str, Any], reply: dict[str, Any]) -> None:
+            saved = dict(self.untimed_ms)
+            if self.spec.role == "candidate" and self.number == 0:
+                self.untimed_ms = {"candidate": 3.0}
+            try:
+                super().paced(pacer, msg, reply)
+            finally:
+                self.untimed_ms = saved
+
+    monkeypatch.setattr(context_module, "Worker", Numbered)
+    if not burst_in_confirmation:
+        original = performance.PerformanceStage._burst_check
+
+        def first_pair_only(self: Any, *args: Any) -> None:
+            if not self.confirming:
+                original(self, *args)
+        monkeypatch.setattr(performance.PerformanceStage, "_burst_check", first_pair_only)
+    fake.scripts = {"reference": timing_script(1.0, 0.0), "candidate": timing_script(1.0, 0.0)}
+    ctx = context(tmp_path, timing_pairs=1, protocol="verified")
+    performance.PerformanceStage(ctx).run()
+    assert ctx.draft.timing_ms["untimed_confirmation_pair"]["first_pair_times_dropped"] is True
+    assert ctx.draft.speedup["verified"]["value"] == pytest.approx(2.5, rel=0.05)
+    burst = ctx.draft.timing_ms["burst"]
+    assert burst["pair"] == (1 if burst_in_confirmation else 0)
+    assert ("wall_clock_mismatch" in ctx.evidence.observed) is not burst_in_confirmation
+
+
 def test_a_clean_single_timing_pair_needs_no_second(fake, tmp_path) -> None:
     fake.scripts = {"reference": timing_script(1.0, 0.0), "candidate": timing_script(1.0, 0.0)}
     ctx = context(tmp_path, timing_pairs=1, protocol="verified")

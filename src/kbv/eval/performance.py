@@ -123,6 +123,7 @@ class PerformanceStage:
         self.baselines = list(ctx.options.baselines)
         self.truncated = False  # the candidate was far slower: timed once, with few trials
         self.burst_seen: dict[str, Any] | None = None  # the clock cross-check's measurements (_burst_check)
+        self.confirming = False  # timing the confirmation pair (one timing pair whose untimed_work is to be confirmed)
         self.aliased: dict[str, set[tuple[int, int]]] = {"reference": set(), "candidate": set()}  # timed, burst
         # the distributions timed inputs come from (a problem's declared skips left out): kbv.protocol.timed_call
         self.names = tuple(d.name for d in DISTRIBUTIONS if d.name not in ctx.problem.skip)
@@ -302,6 +303,7 @@ class PerformanceStage:
                         # (processes of identical code differ; the rule then judges every round of both pairs).
                         # Where the second pair clears it, the first pair's times are dropped: a candidate that
                         # behaves only once it has been seen gains nothing from the pair it was seen in.
+                        self.confirming = True  # its burst replaces the first pair's (whose times may be dropped)
                         self._pair(n_pairs, {}, True, memory_peaks, exiting, timing)
                         confirmed = any(v["flagged"] for v in self._untimed_found(samples).values())
                         if not confirmed:  # a cached reference's one short re-measure (pair 0) stays: only
@@ -507,8 +509,8 @@ class PerformanceStage:
                     break
             self._note_loans(loans)
             self._judge_timed_outputs(reference, candidate, kept, deadline)
-            if pair_index == 0 and not self.truncated:
-                self._burst_check(reference, candidate, samples, deadline)
+            if (pair_index == 0 or self.confirming) and not self.truncated:
+                self._burst_check(reference, candidate, samples, deadline, pair_index)
         finally:
             self.ctx.collect(reference)
             self.ctx.collect(candidate)
@@ -798,7 +800,8 @@ class PerformanceStage:
             self.ev.see("timed_output_mismatch")
             self.draft.integrity.setdefault("kept_changed_after_commit", []).extend(changed[:CHANGED_KEPT_MAX])
 
-    def _burst_check(self, reference: Worker, candidate: Worker, samples: Samples, deadline: float) -> None:
+    def _burst_check(self, reference: Worker, candidate: Worker, samples: Samples, deadline: float,
+                     pair_index: int = 0) -> None:
         """The one check of the worker's timer against the parent's own clock, on back-to-back calls. Each role runs
         a long and a short burst (``timer.burst``: no events, no flush, ``BURST_INPUT_SETS`` input sets drawn from a
         fresh key); the difference over the difference in calls
@@ -806,10 +809,14 @@ class PerformanceStage:
         between kernels with different host work). Where the reference's wall time per call is its timed work (it
         is not bound by launch overhead), a candidate whose timer claims a clear speedup should show some of it
         here; one that shows none had its time taken off the timer (events re-recorded, a timer's locals
-        rewritten) or pays it outside the kernel (host overhead): flag ``wall_clock_mismatch``."""
+        rewritten) or pays it outside the kernel (host overhead): flag ``wall_clock_mismatch``. Run in the first
+        pair and again in a confirmation pair (whose times may be the only ones kept), on each role's latest timed
+        process (a cached reference's: the first pair's re-measure): processes of identical code differ, so the
+        burst's processes must be the ones its timed medians come from."""
         baseline = self.baselines[-1]
-        medians = {role: statistics.median([t for g in samples[role][baseline] for t in g] or [float("nan")])
-                   for role in ("reference", "candidate")}
+        latest = {role: next((g for g in reversed(samples[role][baseline]) if g), [])
+                  for role in ("reference", "candidate")}
+        medians = {role: statistics.median(latest[role] or [float("nan")]) for role in latest}
         ref_ms = medians["reference"]
         if not (ref_ms > 0):  # a cached reference timing: no samples in this pair
             return
@@ -841,9 +848,7 @@ class PerformanceStage:
         # the claim judged is the timer's with confidence: the lower end of the speedup's interval (the pooled
         # median ratio alone swings by 2x or more between honest runs of a microsecond kernel on a shared core)
         ratio = ref_ms / medians["candidate"] if medians["candidate"] > 0 else math.inf
-        interval = stats.speedup_over_pairs([[t for g in samples["reference"][baseline] for t in g]],
-                                            [[t for g in samples["candidate"][baseline] for t in g]],
-                                            seed=secrets.randbits(32))
+        interval = stats.speedup_over_pairs([latest["reference"]], [latest["candidate"]], seed=secrets.randbits(32))
         claimed = interval["ci_low"] if interval.get("ci_low") is not None else ratio
         wall_speedup = wall["reference"] / wall["candidate"]
         device_bound = wall["reference"] <= BURST_DEVICE_BOUND * ref_ms
@@ -851,7 +856,7 @@ class PerformanceStage:
         # timer brackets the call and a device-wide sync; the burst runs warm and overlaps launches)
         own: dict[str, float] = {role: wall[role] / medians[role] if medians[role] > 0 else math.inf
                                  for role in wall}
-        self.draft.timing_ms["burst"] = {"baseline": baseline, "calls": counts, "wall_per_call": wall,
+        self.draft.timing_ms["burst"] = {"pair": pair_index, "baseline": baseline, "calls": counts, "wall_per_call": wall,
                                          "timed_median": medians, "median_ratio": ratio, "claimed_speedup": claimed,
                                          "wall_speedup": wall_speedup, "reference_device_bound": device_bound,
                                          "wall_over_timed": own}
