@@ -1990,6 +1990,35 @@ def test_a_confirmation_pairs_burst_is_judged_against_its_own_times(fake, monkey
     assert ("wall_clock_mismatch" in ctx.evidence.observed) is not burst_in_confirmation
 
 
+@pytest.mark.parametrize("cached_ms, used", [
+    (1.5, "remeasure"),  # the cached median a third too slow: the re-measure's time, the entry dropped
+    (1.1, "cached"),  # within REFERENCE_DRIFT_MAX: the cached time
+    (0.5, "cached"),  # the re-measure twice the cached time: never taken (it would inflate the speedup)
+])
+def test_a_cached_reference_time_its_remeasure_finds_too_slow_is_dropped(fake, monkeypatch, tmp_path, cached_ms,
+                                                                       used) -> None:
+    """On the H200 a cached reference median 48 % above its re-measure gave the reference against itself 1.53
+    (docs/results/h200-2026-12-05). A cached time the re-measure finds more than REFERENCE_DRIFT_MAX too slow is
+    replaced by the re-measure and dropped from the cache; one it finds too fast is kept (the conservative side)."""
+    cached = {"verified": {"summary": {"median": cached_ms, "n": 40}, "times_ms": [cached_ms] * 40}}
+    dropped: list[str] = []
+    monkeypatch.setattr(performance.PerformanceStage, "_cached_reference", lambda self, baselines: cached)
+    monkeypatch.setattr(performance.ReferenceTimingCache, "drop", lambda self, key: dropped.append(key))
+    fake.scripts = {"reference": timing_script(1.0, 0.0), "candidate": timing_script(1.0, 0.0)}
+    ctx = context(tmp_path, timing_pairs=1, protocol="verified", reuse_reference_timing=True)
+    performance.PerformanceStage(ctx).run()
+    reference = ctx.draft.timing_ms["reference_verified"]
+    speedup = ctx.draft.speedup["verified"]["value"]
+    if used == "remeasure":
+        assert reference["cached"] is False and reference["cache_dropped"]["median"] == cached_ms
+        assert speedup == pytest.approx(1.0, abs=0.05) and len(dropped) == 1
+        assert "reference_timing_cached" not in ctx.evidence.observed
+    else:
+        assert reference["cached"] is True and "cache_dropped" not in reference
+        assert speedup == pytest.approx(cached_ms, abs=0.05) and not dropped
+        assert "reference_timing_cached" in ctx.evidence.observed
+
+
 def test_a_clean_single_timing_pair_needs_no_second(fake, tmp_path) -> None:
     fake.scripts = {"reference": timing_script(1.0, 0.0), "candidate": timing_script(1.0, 0.0)}
     ctx = context(tmp_path, timing_pairs=1, protocol="verified")

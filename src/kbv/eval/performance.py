@@ -32,7 +32,7 @@ from kbv.protocol import (
     BURST_TARGET_MS, CHANGED_KEPT_MAX, FIRST_TIMED_CALL, LENT_CHECKS_KEPT,
     CPU_MEMORY_REPEATS, DEVICE_IN_USE_SLACK_BYTES, DEVICE_IN_USE_SLACK_REL, STAGE_MEMORY_SLACK_BYTES,
     STAGE_MEMORY_SLACK_REL, DISTRIBUTIONS, JUDGED_TIMED_BYTES_PER_PAIR, JUDGED_TIMED_CALLS_PER_PAIR, MEMORY_SLACK_BYTES,
-    REFERENCE_REMEASURE_TRIALS, RING_BYTES, RING_DEVICE_FRACTION, TIMED_DISTRIBUTION_WEIGHTS, TIMING_ROUNDS, TIMING_RULES, TIMING_TRUNCATE_FACTOR, timed_call,
+    REFERENCE_DRIFT_MAX, REFERENCE_REMEASURE_TRIALS, RING_BYTES, RING_DEVICE_FRACTION, TIMED_DISTRIBUTION_WEIGHTS, TIMING_ROUNDS, TIMING_RULES, TIMING_TRUNCATE_FACTOR, timed_call,
 )
 from kbv.sandbox import devmem, launch, observe
 from kbv.sandbox.launch import Worker, WorkerFailure
@@ -342,11 +342,18 @@ class PerformanceStage:
             draft.timing_ms[f"candidate_{baseline}"] = timing_summary(cand_groups) | {
                 "warmup": warmups["candidate"][baseline], "truncated": self.truncated}
             ref_summary = timing_summary(ref_groups) | {"warmup": warmups["reference"][baseline], "cached": False}
+            drift = None
             if cached:
-                remeasured = ref_summary["median"]
-                ref_summary = dict(cached[baseline]["summary"]) | {"cached": True, "remeasure_median": remeasured}
-                ref_summary["drift"] = (remeasured / ref_summary["median"] - 1.0
-                                        if remeasured is not None and ref_summary["median"] else None)
+                remeasured, stored = ref_summary["median"], cached[baseline]["summary"]
+                drift = remeasured / stored["median"] - 1.0 if remeasured is not None and stored["median"] else None
+            if cached and drift is not None and drift < -REFERENCE_DRIFT_MAX:
+                # too slow: this pair's re-measure (beside the candidate's process) is the reference's time, and the
+                # entry goes, so the next evaluation times the reference in full and caches that
+                ref_summary |= {"cache_dropped": {"median": stored["median"], "drift": drift}}
+                ref_groups = [[t for g in ref_groups for t in g]] * len(cand_groups)
+                self._cache().drop(self._cache_key(baseline))
+            elif cached:
+                ref_summary = dict(stored) | {"cached": True, "remeasure_median": remeasured, "drift": drift}
                 ref_groups = [cached[baseline]["times_ms"]] * len(cand_groups)
                 self.ev.see("reference_timing_cached")
             elif options.reuse_reference_timing and not self.truncated:

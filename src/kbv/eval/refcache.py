@@ -1,8 +1,8 @@
 """Cache of reference timings, keyed by everything that can change them.
 
 The key covers the problem's source hash, its shapes, the precision, the baseline, the device name, the driver,
-torch's version, the timing rule, the timed inputs' distribution mix and whether they were lent. A cached value is never used blind: the pipeline always re-measures briefly and
-records the drift beside the cached median.
+torch's version, the timing rule, the timed inputs' distribution mix and whether they were lent. A cached value is never used blind: the pipeline always re-measures briefly,
+records the drift beside the cached median, and drops a value the re-measure finds more than ``REFERENCE_DRIFT_MAX`` too slow.
 """
 
 from __future__ import annotations
@@ -46,3 +46,6 @@ class ReferenceTimingCache:
 
     def put(self, key: str, value: dict[str, Any]) -> None:
         write_atomic(self.root / f"{key}.json", json.dumps(value))
+
+    def drop(self, key: str) -> None:
+        (self.root / f"{key}.json").unlink(missing_ok=True)
