@@ -1866,6 +1866,34 @@ def test_work_outside_the_timed_window_is_untimed_work(fake, tmp_path, reference
         assert decide(ev, RULES).verdict == "rejected"
 
 
+def _numbered_workers(monkeypatch: pytest.MonkeyPatch, untimed_in: set[int],
+                      per_call: dict[int, float] | None = None) -> list[str]:
+    """Fake workers numbered per role in the order they start (the roles listed in the list returned): the candidate
+    processes numbered in ``untimed_in`` do 3 ms of untimed work per timed call, and where ``per_call`` names a
+    candidate process, its timer reports that many ms per call (and its bursts take as long)."""
+    made: list[str] = []
+
+    class Numbered(FakeWorker):
+        def __init__(self, spec: Any, deadline: float, on_close: Any = None):
+            super().__init__(spec, deadline, on_close)
+            self.number = sum(1 for role in made if role == spec.role)
+            made.append(spec.role)
+            if spec.role == "candidate" and per_call and self.number in per_call:
+                self.script = timing_script(per_call[self.number], 0.0)
+
+        def paced(self, pacer: Any, msg: dict[str, Any], reply: dict[str, Any]) -> None:
+            saved = dict(self.untimed_ms)
+            if self.spec.role == "candidate" and self.number in untimed_in:
+                self.untimed_ms = {"candidate": 3.0}
+            try:
+                super().paced(pacer, msg, reply)
+            finally:
+                self.untimed_ms = saved
+
+    monkeypatch.setattr(context_module, "Worker", Numbered)
+    return made
+
+
 @pytest.mark.parametrize("slow_in, flagged", [
     ({0}, False),  # one slow candidate process, the fresh pair normal: not untimed work
     ({0, 1}, True),  # untimed work in both pairs: a hack does it every time
@@ -1876,24 +1904,7 @@ def test_untimed_work_from_one_timing_pair_is_confirmed_on_a_second(fake, monkey
     host work (on the H200 the reference as its own candidate, level1/10, was 1.6x slower in timed and untimed time
     alike in one candidate process: docs/results/h200-2026-12-02-d). untimed_work found in one pair counts only if a
     second, fresh pair shows it too: the rule then judges every round of both."""
-    made: list[str] = []
-
-    class Numbered(FakeWorker):
-        def __init__(self, spec: Any, deadline: float, on_close: Any = None):
-            super().__init__(spec, deadline, on_close)
-            self.number = sum(1 for role in made if role == spec.role)
-            made.append(spec.role)
-
-        def paced(self, pacer: Any, msg: dict[str, Any], reply: dict[str, Any]) -> None:
-            saved = dict(self.untimed_ms)
-            if self.spec.role == "candidate" and self.number in slow_in:
-                self.untimed_ms = {"candidate": 3.0}
-            try:
-                super().paced(pacer, msg, reply)
-            finally:
-                self.untimed_ms = saved
-
-    monkeypatch.setattr(context_module, "Worker", Numbered)
+    made = _numbered_workers(monkeypatch, slow_in)
     fake.scripts = {"reference": timing_script(1.0, 0.0), "candidate": timing_script(1.0, 0.0)}
     ctx = context(tmp_path, timing_pairs=1, protocol="verified")
     performance.PerformanceStage(ctx).run()
@@ -1913,25 +1924,8 @@ def test_a_cleared_first_pair_keeps_a_cached_references_remeasure(fake, monkeypa
     clears the first's untimed_work, the candidate's first-pair times are dropped but the reference's re-measure
     stays, so its drift is still recorded (on the H200, dropping it too left no median: a harness error,
     docs/results/h200-2026-12-05)."""
-    made: list[str] = []
-
-    class Numbered(FakeWorker):
-        def __init__(self, spec: Any, deadline: float, on_close: Any = None):
-            super().__init__(spec, deadline, on_close)
-            self.number = sum(1 for role in made if role == spec.role)
-            made.append(spec.role)
-
-        def paced(self, pacer: Any, msg: dict[str, Any], reply: dict[str, Any]) -> None:
-            saved = dict(self.untimed_ms)
-            if self.spec.role == "candidate" and self.number == 0:
-                self.untimed_ms = {"candidate": 3.0}
-            try:
-                super().paced(pacer, msg, reply)
-            finally:
-                self.untimed_ms = saved
-
     cached = {"verified": {"summary": {"median": 1.0, "n": 40}, "times_ms": [1.0] * 40}}
-    monkeypatch.setattr(context_module, "Worker", Numbered)
+    _numbered_workers(monkeypatch, {0})
     monkeypatch.setattr(performance.PerformanceStage, "_cached_reference", lambda self, baselines: cached)
     fake.scripts = {"reference": timing_script(1.0, 0.0), "candidate": timing_script(1.0, 0.0)}
     ctx = context(tmp_path, timing_pairs=1, protocol="verified")
@@ -1952,27 +1946,8 @@ def test_a_confirmation_pairs_burst_is_judged_against_its_own_times(fake, monkey
     pair alone (1.55) while the only burst had run in the first (0.97): wall_clock_mismatch on an honest pair. The
     confirmation pair runs its own burst, on the processes its times come from. Control: with the burst left to the
     first pair only (the old rule), the same pairs are flagged."""
-    made: list[str] = []
-    per_call = {0: 1.6, 1: 0.4}  # the candidate's processes: the first slow, the second 2.5x the reference
-
-    class Numbered(FakeWorker):
-        def __init__(self, spec: Any, deadline: float, on_close: Any = None):
-            super().__init__(spec, deadline, on_close)
-            self.number = sum(1 for role in made if role == spec.role)
-            made.append(spec.role)
-            if spec.role == "candidate":
-                self.script = timing_script(per_call[self.number], 0.0)
-
-        def paced(self, pacer: Any, msg: dict[str, Any], reply: dict[str, Any]) -> None:
-            saved = dict(self.untimed_ms)
-            if self.spec.role == "candidate" and self.number == 0:
-                self.untimed_ms = {"candidate": 3.0}
-            try:
-                super().paced(pacer, msg, reply)
-            finally:
-                self.untimed_ms = saved
-
-    monkeypatch.setattr(context_module, "Worker", Numbered)
+    # the candidate's processes: the first slow, the second 2.5x the reference
+    _numbered_workers(monkeypatch, {0}, per_call={0: 1.6, 1: 0.4})
     if not burst_in_confirmation:
         original = performance.PerformanceStage._burst_check
 
