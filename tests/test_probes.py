@@ -96,3 +96,17 @@ def test_the_precision_error_summed_in_chunks_is_the_whole_outputs_error() -> No
     assert relative_l2(torch.ones(5), torch.zeros(5), 2) == float("inf")
     assert relative_l2(torch.ones(5), torch.full((5,), float("inf")), 2) is None
     assert relative_l2(torch.ones(5, dtype=torch.int32), torch.ones(5, dtype=torch.int32)) is None
+
+
+def test_on_the_cpu_the_precision_error_is_summed_in_cpu_chunks(monkeypatch) -> None:
+    """By default the float64 error is summed ``PRECISION_CHUNK`` elements at a time on a GPU and ``CPU_CHUNK`` on
+    the CPU (a 256 MiB output: 1.76 s against 0.22 s there, the C allocator mapping every large block afresh)."""
+    from kbv.worker import precision
+
+    monkeypatch.setattr(precision, "CPU_CHUNK", 10)
+    sizes: list[int] = []
+    dot = torch.dot
+    monkeypatch.setattr(torch, "dot", lambda a, b: (sizes.append(a.numel()), dot(a, b))[1])
+    exact = torch.randn(95, dtype=torch.float64)
+    assert precision.relative_l2(exact.float(), exact) < 1e-6
+    assert max(sizes) == 10 and len(sizes) == 2 * 10

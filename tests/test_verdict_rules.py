@@ -669,6 +669,44 @@ def test_the_cpu_timing_stage_memory_is_read_by_the_parent_over_every_command(fa
     assert "reference" not in drops  # on the CPU the reference keeps its timed outputs as the candidate does
 
 
+@pytest.mark.parametrize("transient_outputs", [3, 0])
+@pytest.mark.parametrize("extra_outputs, flagged", [(2.34, False), (5.0, True)])
+def test_the_cpu_stage_rule_gives_the_harnesss_own_buffers_between_calls_room(fake, monkeypatch, tmp_path,
+                                                                             transient_outputs, extra_outputs,
+                                                                             flagged) -> None:
+    """The honest case behind ``STAGE_MEMORY_TRANSIENT_OUTPUTS``: the reference against itself with 64 MiB
+    outputs had its high-water mark over the timing stage up to 2.34 outputs' bytes above itself
+    (docs/results/cpu-2026-12-05-b); that is not flagged, a workspace of five outputs is. With the room taken away
+    (``transient_outputs`` 0) the honest case is flagged: the false flag it fixes."""
+    from kbv.eval import performance as perf_mod
+
+    out = 64 * 2**20
+    monkeypatch.setattr(perf_mod, "STAGE_MEMORY_TRANSIENT_OUTPUTS", transient_outputs)
+    kept = 4 * 20 * out  # four rounds of 20 committed timed calls
+    rises = {101: kept + 7 * out, 202: kept + 7 * out + int(extra_outputs * out)}
+    monkeypatch.setattr(perf_mod.observe, "peak_start", lambda pid: (pid, 0) if pid else None)
+    monkeypatch.setattr(perf_mod.observe, "peak_since", lambda start: rises[start[0]] if start else None)
+
+    def script(role: str) -> Callable[[dict], dict]:
+        inner = timing_script(1.0, 0.0)
+
+        def run(msg: dict[str, Any]) -> dict[str, Any]:
+            reply = inner(msg)
+            if msg["cmd"] == "time":
+                for ring in reply["ring"].values():
+                    ring["kept_bytes"] = ring["kept"] * out
+            return reply
+        return run
+
+    _fake_pids(monkeypatch, {"reference": 101, "candidate": 202})
+    fake.scripts = {"reference": script("reference"), "candidate": script("candidate")}
+    ctx = context(tmp_path, timing_pairs=1, protocol="verified")
+    performance.PerformanceStage(ctx).run()
+    stage = ctx.draft.memory_bytes["timing_stage"]
+    assert stage["compared"]["candidate"] - stage["compared"]["reference"] == int(extra_outputs * out)
+    assert stage["flagged"] is (flagged or not transient_outputs), stage
+
+
 def test_on_a_gpu_the_device_memory_held_over_the_timing_stage_is_recorded(fake, monkeypatch, tmp_path) -> None:
     """On a GPU the parent reads what the driver says each worker holds after every one of the first pair's timing
     commands (NVML) and records the most, with the timed outputs each role kept; a diagnostic until calibrated on

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from kbv import judge_fused
-from kbv.protocol import STANDARD_ATOL, TOLERANCES, Tolerance
+from kbv.protocol import CPU_CHUNK, STANDARD_ATOL, TOLERANCES, Tolerance
 
 
 @dataclass
@@ -31,8 +31,10 @@ CHUNK = 1 << 24  # elements per chunk: bounds the judge's temporary memory on la
 
 
 def _chunks(t: torch.Tensor) -> list[torch.Tensor]:
+    """``t`` flattened into chunks of ``CHUNK`` elements (on the CPU at most ``CPU_CHUNK``: no page faults)."""
     flat = t.reshape(-1)
-    return [flat[i : i + CHUNK] for i in range(0, flat.numel(), CHUNK)] or [flat]
+    step = CHUNK if t.is_cuda else min(CHUNK, CPU_CHUNK)
+    return [flat[i : i + step] for i in range(0, flat.numel(), step)] or [flat]
 
 
 def _work_dtype(dtype: torch.dtype) -> torch.dtype:

@@ -31,7 +31,7 @@ from kbv.protocol import (
     BURST_DEVICE_BOUND, BURST_INPUT_SETS, BURST_MAX_CALLS, BURST_MAX_WALL_OVER_TIMED, BURST_MAX_WALL_SPEEDUP, BURST_MIN_CLAIM, BURST_MIN_CLAIM_CPU,
     BURST_TARGET_MS, CHANGED_KEPT_MAX, FIRST_TIMED_CALL, LENT_CHECKS_KEPT,
     CPU_MEMORY_REPEATS, DEVICE_IN_USE_SLACK_BYTES, DEVICE_IN_USE_SLACK_REL, STAGE_MEMORY_SLACK_BYTES,
-    STAGE_MEMORY_SLACK_REL, DISTRIBUTIONS, JUDGED_TIMED_BYTES_PER_PAIR, JUDGED_TIMED_CALLS_PER_PAIR, MEMORY_SLACK_BYTES,
+    STAGE_MEMORY_SLACK_REL, STAGE_MEMORY_TRANSIENT_OUTPUTS, DISTRIBUTIONS, JUDGED_TIMED_BYTES_PER_PAIR, JUDGED_TIMED_CALLS_PER_PAIR, MEMORY_SLACK_BYTES,
     REFERENCE_DRIFT_MAX, REFERENCE_REMEASURE_TRIALS, RING_BYTES, RING_DEVICE_FRACTION, TIMED_DISTRIBUTION_WEIGHTS, TIMING_ROUNDS, TIMING_RULES, TIMING_TRUNCATE_FACTOR, timed_call,
 )
 from kbv.sandbox import devmem, launch, observe
@@ -616,7 +616,9 @@ class PerformanceStage:
     def _judge_stage_memory(self) -> None:
         """The CPU's whole-stage memory rule (``STAGE_MEMORY_SLACK_*``): each role's rise over its timing commands,
         less the timed outputs it keeps (both roles keep every command's until the pair ends); the candidate's above
-        the reference's by more than the slack is ``memory_above_reference``. Recorded as
+        the reference's by more than the slack, and ``STAGE_MEMORY_TRANSIENT_OUTPUTS`` of one call's output bytes
+        (the harness's own buffers between calls, peaking together differently in processes of the same code), is
+        ``memory_above_reference``. Recorded as
         ``memory_bytes.timing_stage``; on a GPU only recorded (the most the driver said each role held after any
         timing command, and the outputs kept), to be calibrated on the GPU before it decides anything."""
         memory = self.stage_memory
@@ -631,7 +633,8 @@ class PerformanceStage:
             return
         kept = {role: sum(calls[role]) * per_call for role in ("reference", "candidate")}
         held = {role: rise[role] - kept[role] for role in ("reference", "candidate")}
-        allowed = held["reference"] + max(STAGE_MEMORY_SLACK_BYTES, STAGE_MEMORY_SLACK_REL * max(held["reference"], 0))
+        allowed = (held["reference"] + max(STAGE_MEMORY_SLACK_BYTES, STAGE_MEMORY_SLACK_REL * max(held["reference"], 0))
+                   + STAGE_MEMORY_TRANSIENT_OUTPUTS * per_call)
         flagged = held["candidate"] > allowed
         self.draft.memory_bytes["timing_stage"] = {"rise": dict(rise), "kept_outputs": kept, "compared": held,
                                                    "allowed": int(allowed), "flagged": flagged}

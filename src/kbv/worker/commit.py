@@ -15,6 +15,8 @@ from typing import Any
 
 import torch
 
+from kbv.protocol import CPU_CHUNK
+
 CHUNK = 1 << 24  # words per step: bounds the temporaries on large outputs (one int32 product per word)
 _WORD = {1: torch.uint8, 2: torch.int16, 4: torch.int32}
 _MASK = (1 << 64) - 1
@@ -31,11 +33,15 @@ def tensor_digest(t: torch.Tensor) -> list[int]:
     for k, start in enumerate(range(0, words.numel(), CHUNK)):
         part = words[start:start + CHUNK]
         weights = _positions(part.numel(), part.device)
-        weighted = ((weights + k) if k else weights).mul(part)
         if part.is_cuda:  # launch-bound: three kernels per chunk (product, pair, both sums)
+            weighted = ((weights + k) if k else weights).mul(part)
             sums.append(torch.stack((part.to(weighted.dtype), weighted)).sum(dim=1, dtype=torch.int64))
-        else:  # memory-bound: no copy of the pair
-            sums.append(torch.stack((part.sum(dtype=torch.int64), weighted.sum(dtype=torch.int64))))
+            continue
+        # memory-bound: no copy of the pair, and the product taken CPU_CHUNK words at a time (the same sums)
+        for sub in range(0, part.numel(), CPU_CHUNK):
+            piece, w = part[sub:sub + CPU_CHUNK], weights[sub:sub + CPU_CHUNK]
+            weighted = ((w + k) if k else w).mul(piece)
+            sums.append(torch.stack((piece.sum(dtype=torch.int64), weighted.sum(dtype=torch.int64))))
     if not sums:
         return [0, 0]
     total = sums[0] if len(sums) == 1 else torch.stack(sums).sum(dim=0)

@@ -10,16 +10,19 @@ from typing import Any
 
 import torch
 
-from kbv.protocol import PRECISION_CHUNK
+from kbv.protocol import CPU_CHUNK, PRECISION_CHUNK
 from kbv.worker import backends
 
 
-def relative_l2(x: torch.Tensor, exact: torch.Tensor, chunk: int = PRECISION_CHUNK) -> float | None:
+def relative_l2(x: torch.Tensor, exact: torch.Tensor, chunk: int | None = None) -> float | None:
     """||x - exact||_2 / ||exact||_2 over finite reference values, in float64; None for non-float outputs.
-    Summed ``chunk`` elements at a time, so the judge holds a few float64 chunks beside the two tensors instead of
-    six float64 copies of a whole output (94.5 GiB reserved for a 6 GiB output on the H200, 2026-12-04)."""
+    Summed ``chunk`` elements at a time (by default ``PRECISION_CHUNK``, on the CPU ``CPU_CHUNK``), so the judge
+    holds a few float64 chunks beside the two tensors instead of six float64 copies of a whole output (94.5 GiB
+    reserved for a 6 GiB output on the H200, 2026-12-04)."""
     if not exact.is_floating_point() or not x.is_floating_point() or x.shape != exact.shape:
         return None
+    if chunk is None:
+        chunk = PRECISION_CHUNK if exact.is_cuda else CPU_CHUNK
     flat_x, flat_exact = x.reshape(-1), exact.reshape(-1)
     err2 = norm2 = 0.0
     any_finite = False
