@@ -78,7 +78,7 @@ def test_the_judge_warms_its_kernels_on_a_comparison_that_meets_a_nan(monkeypatc
 
 def test_on_the_cpu_the_judge_works_in_chunks_below_the_allocators_mapping_threshold(monkeypatch):
     """A CPU worker's C allocator maps every block of 32 MiB or more afresh, so the judge's temporaries on the CPU
-    stay within ``CPU_CHUNK`` elements (a 256 MiB comparison: 1.7 s at 2**24 against 0.47 s): the chunks are at most
+    stay within ``CPU_CHUNK`` elements (a 256 MiB comparison: 1.6-1.7 s at 2**24 against 0.4-0.6 s): the chunks are at most
     that long, and the figures are the whole tensor's."""
     tol = judge.TOLERANCES["fp32"]
     ref = torch.randn(100)

@@ -244,8 +244,8 @@ PRECISION_CHUNK: Final = 2**26
 # On the CPU the judge's passes over an output (comparison, standard check, precision error, digest of a kept output)
 # work this many elements at a time instead: a CPU worker's C allocator maps every block of 32 MiB or more afresh
 # (kbv.worker.memory.timing_allocator), so larger temporaries pay a page fault per 4 KiB page on every chunk. On this
-# project's CPU, for a 256 MiB float32 output: the comparison 1.7 s at 2**24 elements against 0.47 s at 2**20, the
-# precision error 1.76 s at 2**26 against 0.22 s, a digest 0.47 s against 0.047 s (docs/results/cpu-2026-12-05-b).
+# project's CPU, for a 256 MiB float32 output: the comparison 1.6-1.7 s at 2**24 elements against 0.4-0.6 s at 2**20,
+# the precision error 1.05 s at 2**26 against 0.21 s, a digest 0.4 s against 0.04-0.14 s (docs/results/cpu-2026-12-05-b).
 CPU_CHUNK: Final = 2**20
 
 # ---------------------------------------------------------------------------------------------------------------
