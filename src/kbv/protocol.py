@@ -294,8 +294,9 @@ STALE_BUILD_LOCK_S: Final = 30.0
 PCH_VARIANTS: Final = ((), ("-O3",))
 PCH_MIN_BUILDS: Final = 8
 PCH_BUILD_TIMEOUT_S: Final = 600.0
-# The input sets of one timing command, by call index: 0-2 the three estimate calls, 3 the one set every warm-up
-# call reads, FIRST_TIMED_CALL onwards one fresh set per timed trial (kbv.worker.timer.time_calls).
+# The input sets of one timing command, by call index: 3 the one set the three estimate calls and every warm-up call
+# read (0-2 are handed over with it, unused since cpu-2026-12-05-b: the estimates had a set each), FIRST_TIMED_CALL
+# onwards one fresh set per timed trial (kbv.worker.timer.time_calls).
 FIRST_TIMED_CALL: Final = 4
 # While a timing command runs, each end of a request for a timed call's inputs (the worker waiting for its answer,
 # the parent waiting for the next request) polls without sleeping for up to this long before it blocks: on the H200

@@ -65,8 +65,8 @@ def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: floa
                max_trials: int | None = None, prepare: Callable[[int], None] | None = None,
                keep: Callable[[int, Any], None] | None = None, slow_ms: float | None = None,
                ring_bytes: int | None = None, warmed: bool = False) -> dict[str, Any]:
-    """Time ``fn``: three estimate calls, warm-up (on one input set), then individually timed trials, each on fresh
-    inputs with a cache flush before it.
+    """Time ``fn``: three estimate calls and the warm-up (all on one input set), then individually timed trials,
+    each on fresh inputs with a cache flush before it.
 
     ``share`` is the fraction of the rule's budget and trial bounds this call takes (the parent interleaves several
     calls of reference and candidate). ``prepare(i)`` runs before call ``i``, outside the timed region (it loads
@@ -83,22 +83,24 @@ def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: floa
     flush_bytes = int(rule.flush_l2_factor * cache_bytes(device))
     flush = torch.empty(flush_bytes // 4, dtype=torch.int32, device=device)
     prepare = prepare or _no_prepare
-    calls = iter(range(FIRST_TIMED_CALL - 1))  # the estimate calls' input sets (kbv.protocol.FIRST_TIMED_CALL)
+    calls: Any = iter([None] * 3)  # the estimate calls: no inputs of their own (they read the warm-up's set)
     walls: list[float] = []  # the evaluator's clock around each call and its synchronize
     events: list[tuple[Any, Any]] = []  # CUDA: the timed trials' event pairs, made before the first (as do_bench)
     prepared: list[int] = []  # nanoseconds each call's prepare step took (asking for and loading its inputs)
 
-    def next_inputs() -> int:
-        """The next call's index, its inputs loaded (``prepare``), the time that took noted."""
+    def next_inputs() -> int | None:
+        """The next call's index, its inputs loaded (``prepare``), the time that took noted; None for an estimate
+        call, which reads the inputs already loaded."""
         index = next(calls)
-        t_prepare = _perf_counter_ns()
-        prepare(index)
-        prepared.append(_perf_counter_ns() - t_prepare)
+        if index is not None:
+            t_prepare = _perf_counter_ns()
+            prepare(index)
+            prepared.append(_perf_counter_ns() - t_prepare)
         return index
     if device.startswith("cuda"):
         sync = torch.cuda.synchronize
 
-        def one() -> tuple[int, float, Any]:
+        def one() -> tuple[int | None, float, Any]:
             index = next_inputs()
             flush.zero_()
             start, end = events.pop() if events else (_Event(enable_timing=True), _Event(enable_timing=True))
@@ -113,7 +115,7 @@ def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: floa
     else:
         sync = _no_sync
 
-        def one() -> tuple[int, float, Any]:
+        def one() -> tuple[int | None, float, Any]:
             index = next_inputs()
             flush.fill_(1)
             t0 = _perf_counter_ns()
@@ -122,6 +124,9 @@ def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: floa
             walls.append(ms)
             return index, ms, out
 
+    # the estimate and warm-up calls share one input set: only timed calls need contents of their own, and on the
+    # CPU a redraw per estimate call cost more than the calls (a 256 MiB input: 27 of a pair's 156 s)
+    prepare(FIRST_TIMED_CALL - 1)
     estimates = [one() for _ in range(3)]
     estimate = sorted(ms for _, ms, _ in estimates)[1]
     out_bytes = output_bytes(estimates[-1][2])
@@ -131,8 +136,7 @@ def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: floa
         trials = min(trials, max_trials)
     if ring_bytes is not None and out_bytes:
         trials = max(1, min(trials, ring_bytes // out_bytes))
-    prepare(FIRST_TIMED_CALL - 1)  # warm-up calls share one input set: only timed calls need contents of their
-    for _ in range(warmup):  # own, and a redraw per warm-up call would cost more than the kernel it warms
+    for _ in range(warmup):  # on the estimates' input set
         fn()
     sync()
     calls = iter(range(FIRST_TIMED_CALL, 2**62))  # timed trials: one fresh input set each, from this index on
@@ -143,6 +147,7 @@ def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: floa
     kept_ns = 0
     for _ in range(trials):
         index, ms, out = one()
+        assert index is not None
         times.append(ms)
         if keep is not None:
             t_keep = _perf_counter_ns()
@@ -151,7 +156,7 @@ def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: floa
         del out
     t_end = _perf_counter_ns()
     split = {"before_trials": (t_trials - t_start) / 1e6, "trials": (t_end - t_trials) / 1e6, "keep": kept_ns / 1e6,
-             "timed_calls": sum(walls[3:]), "prepare": sum(prepared[3:]) / 1e6}  # diagnostics from the worker's
+             "timed_calls": sum(walls[3:]), "prepare": sum(prepared) / 1e6}  # diagnostics from the worker's
     # clock: they decide nothing
     return {"times_ms": times, "warmup": warmup, "flush_bytes": flush_bytes, "truncated": truncated,
             "split_ms": split}
