@@ -168,3 +168,25 @@ def test_a_refilled_slot_is_compared_with_its_latest_contents() -> None:
     with pytest.raises(lending.LendError):
         lent.refill([torch.rand(64, 33), 6])  # a value the candidate was sent once, with the layout
     lent.close()
+
+
+@pytest.mark.parametrize("write", ["none", "band_after", "band_before", "input", "input_excused", "all"])
+def test_the_gpus_one_read_check_finds_what_the_check_finds(write) -> None:
+    """On a GPU the read-back keeps every figure on the device and reads them once (each read waits for a time slice
+    on a shared GPU): the same bands and inputs found changed as the CPU's check, band by band and input by input."""
+    args = [torch.rand(4, 33), 7, torch.arange(10, dtype=torch.int64), torch.rand(3, dtype=torch.float64), None]
+    lent = lending.Lent(args, 4096, seed=3, device="cpu", kinds=("host",))
+    views = _borrowed(lent)
+    excused: set[int] = set()
+    if write in ("band_after", "all"):
+        flat = views[0].view(-1)
+        torch.as_strided(flat, (flat.numel() + 2,), (1,))[-2:] = 5.0
+    if write in ("band_before", "all"):
+        torch.as_strided(views[3].view(-1), (1,), (1,), views[3].storage_offset() - 1).fill_(9.0)
+    if write in ("input", "input_excused", "all"):
+        views[2][7] = -3
+    if write == "input_excused":
+        excused = {2}
+    expected = lent.check(excused)
+    assert lent.check_in_one_read(excused) == expected
+    assert bool(expected["guard_violations"] or expected["mutated_inputs"]) is (write not in ("none", "input_excused"))
