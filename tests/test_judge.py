@@ -115,3 +115,39 @@ def test_a_cpu_digest_taken_in_pieces_is_the_same_digest(monkeypatch):
     t2 = t.clone()
     t2[40] += 1.0
     assert commit.tensor_digest(t2) != expected
+
+
+def _count_reads(monkeypatch) -> dict[str, int]:
+    """Count every read of a tensor's value back to the host (each one a wait for the device on a GPU)."""
+    reads = {"n": 0}
+    for name in ("tolist", "item", "__float__", "__int__", "__bool__"):
+        original = getattr(torch.Tensor, name)
+
+        def counted(self, *a, _original=original, **k):
+            reads["n"] += 1
+            return _original(self, *a, **k)
+        monkeypatch.setattr(torch.Tensor, name, counted)
+    return reads
+
+
+def test_on_a_gpu_the_torch_path_reads_one_comparison_once(monkeypatch):
+    """Below the fused kernels' size a GPU output is compared chunk by chunk with the tolerance, the figures and the
+    output's scale all kept on the device, and read back once (each read waits for a time slice on a GPU shared with
+    other pairs: 25-45 ms per judged call of a matmul pair beside four others on the H200). The same answer as the
+    CPU's path, which reads as it goes (no wait there)."""
+    tol = judge.TOLERANCES["fp32"]
+    ref = torch.randn(100)
+    cand = ref + 1e-4 * torch.randn(100)
+    cand[33] += 0.5
+    cpu = judge.compare_tensor(cand, ref, tol)
+    monkeypatch.setattr(judge, "CHUNK", 7)
+    monkeypatch.setattr(torch.Tensor, "is_cuda", property(lambda self: True))
+    reads = _count_reads(monkeypatch)
+    gpu = judge.compare_tensor(cand, ref, tol)
+    assert reads["n"] == 1
+    assert gpu.reason == cpu.reason and gpu.error_ratio == pytest.approx(cpu.error_ratio)
+    assert gpu.max_abs_error == pytest.approx(cpu.max_abs_error)
+    monkeypatch.setattr(torch.Tensor, "is_cuda", property(lambda self: False))
+    reads["n"] = 0
+    judge.compare_tensor(cand, ref, tol)
+    assert reads["n"] > 1  # the CPU's path: read as it goes

@@ -188,5 +188,16 @@ def test_the_gpus_one_read_check_finds_what_the_check_finds(write) -> None:
     if write == "input_excused":
         excused = {2}
     expected = lent.check(excused)
-    assert lent.check_in_one_read(excused) == expected
+    reads = {"n": 0}
+    original = torch.Tensor.tolist
+
+    def tolist(self, *a, **k):
+        reads["n"] += 1
+        return original(self, *a, **k)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(torch.Tensor, "tolist", tolist)
+        for name in ("item", "__bool__", "__int__", "__float__"):
+            mp.setattr(torch.Tensor, name, lambda self, *a, **k: pytest.fail("read back one figure at a time"))
+        assert lent.check_in_one_read(excused) == expected
+    assert reads["n"] == 1
     assert bool(expected["guard_violations"] or expected["mutated_inputs"]) is (write not in ("none", "input_excused"))

@@ -48,6 +48,13 @@ def output_scale(ref: torch.Tensor) -> float:
     if judge_fused.applies(ref):  # one pass on a large GPU output
         total_, count_ = judge_fused.scale_sums(ref)
         return (total_ / count_) ** 0.5 if count_ else 0.0
+    total, count = _scale_sums(ref)
+    total_, count_ = float(total), int(count)
+    return (total_ / count_) ** 0.5 if count_ else 0.0
+
+
+def _scale_sums(ref: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The sum of squares (float64) and the count of the finite reference values, kept where the data is."""
     work = _work_dtype(ref.dtype)
     total = torch.zeros((), dtype=torch.float64, device=ref.device)
     count = torch.zeros((), dtype=torch.int64, device=ref.device)
@@ -60,8 +67,7 @@ def output_scale(ref: torch.Tensor) -> float:
         finite = torch.isfinite(r)
         total += torch.where(finite, r, 0.0).square().sum(dtype=torch.float64)
         count += finite.sum()
-    total_, count_ = float(total), int(count)
-    return (total_ / count_) ** 0.5 if count_ else 0.0
+    return total, count
 
 
 def compare_tensor(cand: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> Comparison:
@@ -75,9 +81,18 @@ def compare_tensor(cand: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> Com
         return Comparison(equal, reason="" if equal else f"{mismatches} elements differ",
                           max_abs_error=0.0 if equal else float("inf"), error_ratio=0.0 if equal else float("inf"))
     work = _work_dtype(ref.dtype)
-    atol = max(tol.atol_scale * output_scale(ref), tol.atol_floor)
     if judge_fused.applies(ref, cand):
+        atol = max(tol.atol_scale * output_scale(ref), tol.atol_floor)
         return _decide(*judge_fused.figures(cand, ref, atol, tol.rtol), ref, tol, atol)
+    atol_t: torch.Tensor | float
+    if ref.is_cuda:  # the tolerance stays on the device: the whole comparison is read once, at the end (each read
+        # waits for a time slice on a GPU shared with other pairs)
+        total, count = _scale_sums(ref)
+        scale = torch.sqrt(total / count.clamp_min(1).to(torch.float64))
+        atol_t = torch.clamp_min(scale * tol.atol_scale, tol.atol_floor)
+    else:
+        atol_t = max(tol.atol_scale * output_scale(ref), tol.atol_floor)
+    atol_w = atol_t.to(work) if isinstance(atol_t, torch.Tensor) else atol_t
     # bad_nonfinite, over, n (elements of finite reference): counts; ratio, max_abs, max_rel: maxima; sums for (2)
     counts = torch.zeros(3, dtype=torch.int64, device=ref.device)
     maxima = torch.zeros(3, dtype=torch.float64, device=ref.device)
@@ -97,14 +112,18 @@ def compare_tensor(cand: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> Com
             n_finite = ref_finite.sum()
         diff = (c_used - r_used).abs_()
         rabs = r_used.abs()
-        bound = rabs.mul(tol.rtol).add_(atol)
+        bound = rabs.mul(tol.rtol).add_(atol_w)
         counts += torch.stack((bad, (diff > bound).sum(), n_finite))
         if diff.numel():
-            chunk_max = torch.stack(((diff / bound).max(), diff.max(), (diff / rabs.clamp_min_(atol)).max()))
+            chunk_max = torch.stack(((diff / bound).max(), diff.max(), (diff / rabs.clamp_min_(atol_w)).max()))
             maxima = torch.maximum(maxima, chunk_max.to(torch.float64))
         sums += torch.stack((rf.sum(dtype=torch.float64), rf.square().sum(dtype=torch.float64),
                              diff.square().sum(dtype=torch.float64)))
-    return _decide(counts.tolist(), maxima.tolist(), sums.tolist(), ref, tol, atol)
+    if not isinstance(atol_t, torch.Tensor):
+        return _decide(counts.tolist(), maxima.tolist(), sums.tolist(), ref, tol, atol_t)
+    # one read: the counts (exact in float64 below 2**53 elements), maxima, sums and the tolerance together
+    read = torch.cat((counts.to(torch.float64), maxima, sums, atol_t.reshape(1).to(torch.float64))).tolist()
+    return _decide([int(v) for v in read[:3]], read[3:6], read[6:9], ref, tol, read[9])
 
 
 def _decide(counts: list[int], maxima: list[float], sums: list[float], ref: torch.Tensor, tol: Tolerance,
