@@ -18,6 +18,14 @@ def reply(t: torch.Tensor) -> dict:
     return {"outputs": [{"tensor": t}]}
 
 
+def one_far_off(where: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """A reference of 100 values and a candidate within tolerance of it but for one element, 0.5 off."""
+    ref = torch.randn(100)
+    cand = ref + 1e-4 * torch.randn(100)
+    cand[where] += 0.5
+    return ref, cand
+
+
 @pytest.mark.parametrize("where", [0, 6, 7, 29, 99])
 def test_standard_check_sees_a_difference_in_any_chunk(small_chunks, where):
     ref = torch.rand(100)
@@ -46,9 +54,7 @@ def test_compare_tensor_in_chunks_gives_the_whole_tensors_figures(monkeypatch, f
     chunks, on the device and read once, equals the one-chunk answer, whichever chunk holds the NaN or the error;
     also through the masking path a GPU always takes (``fast_path`` False: as if on CUDA)."""
     tol = judge.TOLERANCES["fp32"]
-    ref = torch.randn(100)
-    cand = ref + 1e-4 * torch.randn(100)
-    cand[where] += 0.5
+    ref, cand = one_far_off(where)
     bad = cand.clone()
     bad[(where + 50) % 100] = float("nan")
     whole = [judge.compare_tensor(c, ref, tol) for c in (cand, bad)]
@@ -81,9 +87,7 @@ def test_on_the_cpu_the_judge_works_in_chunks_below_the_allocators_mapping_thres
     stay within ``CPU_CHUNK`` elements (a 256 MiB comparison: 1.6-1.7 s at 2**24 against 0.4-0.6 s): the chunks are at most
     that long, and the figures are the whole tensor's."""
     tol = judge.TOLERANCES["fp32"]
-    ref = torch.randn(100)
-    cand = ref + 1e-4 * torch.randn(100)
-    cand[57] += 0.5
+    ref, cand = one_far_off(57)
     whole = judge.compare_tensor(cand, ref, tol)
     monkeypatch.setattr(judge, "CPU_CHUNK", 9)
     assert max(c.numel() for c in judge._chunks(ref)) == 9 and sum(c.numel() for c in judge._chunks(ref)) == 100
@@ -136,9 +140,7 @@ def test_on_a_gpu_the_torch_path_reads_one_comparison_once(monkeypatch):
     other pairs: 25-45 ms per judged call of a matmul pair beside four others on the H200). The same answer as the
     CPU's path, which reads as it goes (no wait there)."""
     tol = judge.TOLERANCES["fp32"]
-    ref = torch.randn(100)
-    cand = ref + 1e-4 * torch.randn(100)
-    cand[33] += 0.5
+    ref, cand = one_far_off(33)
     cpu = judge.compare_tensor(cand, ref, tol)
     monkeypatch.setattr(judge, "CHUNK", 7)
     monkeypatch.setattr(torch.Tensor, "is_cuda", property(lambda self: True))

@@ -260,41 +260,41 @@ class Lent:
         self.patterns, self.args = [], []
 
 
-def _equal_bytes(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Whether two flat uint8 tensors hold the same bytes, compared eight at a time where both are aligned for it
+def _words(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Two flat uint8 tensors viewed eight (or four) bytes at a time where both are aligned for it, else as they are
     (a timed call's read-back: on the CPU a 256 KiB input byte by byte took 0.17 ms, a quarter of the call)."""
     n = int(_Tensor.numel(a))
     for dtype, size in ((torch.int64, 8), (torch.int32, 4)):
         if n % size == 0 and a.storage_offset() % size == 0 and b.storage_offset() % size == 0:
             try:
-                return bool(_Tensor.equal(_Tensor.view(a, dtype), _Tensor.view(b, dtype)))
+                return _Tensor.view(a, dtype), _Tensor.view(b, dtype)
             except RuntimeError:  # a view the allocator's alignment does not allow: byte by byte
                 break
-    return bool(_Tensor.equal(a, b))
+    return a, b
+
+
+def _equal_bytes(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two flat uint8 tensors hold the same bytes."""
+    return bool(_Tensor.equal(*_words(a, b)))
+
+
+def _flat_bytes(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """A lent input and the reference's draw of it as flat bytes, both on the lent input's device."""
+    flat_b = _Tensor.view(_Tensor.reshape(_Tensor.contiguous(b), -1), torch.uint8)
+    return _Tensor.view(_Tensor.reshape(a, -1), torch.uint8), _Tensor.to(flat_b, a.device)
 
 
 def _differs(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """Whether a lent input's bytes differ from the reference's draw, as an int64 0/1 kept on ``a``'s device (read
-    later, with the other figures), compared a word at a time where both are aligned for it."""
-    flat_a = _Tensor.view(_Tensor.reshape(a, -1), torch.uint8)
-    flat_b = _Tensor.to(_Tensor.view(_Tensor.reshape(_Tensor.contiguous(b), -1), torch.uint8), a.device)
-    n = int(_Tensor.numel(flat_a))
-    if n != int(_Tensor.numel(flat_b)):
+    later, with the other figures)."""
+    flat_a, flat_b = _flat_bytes(a, b)
+    if int(_Tensor.numel(flat_a)) != int(_Tensor.numel(flat_b)):
         return _Tensor.new_ones(flat_a, (), dtype=torch.int64)
-    for dtype, size in ((torch.int64, 8), (torch.int32, 4)):
-        if n % size == 0 and flat_a.storage_offset() % size == 0 and flat_b.storage_offset() % size == 0:
-            try:
-                flat_a, flat_b = _Tensor.view(flat_a, dtype), _Tensor.view(flat_b, dtype)
-            except RuntimeError:  # a view the allocator's alignment does not allow: byte by byte
-                pass
-            break
-    return _Tensor.to(_Tensor.any(_Tensor.ne(flat_a, flat_b)), torch.int64)
+    return _Tensor.to(_Tensor.any(_Tensor.ne(*_words(flat_a, flat_b))), torch.int64)
 
 
 def _same_bits(a: torch.Tensor, b: Any) -> bool:
     """Whether a lent input still holds exactly the bytes the reference drew."""
     if type(b) is not _Tensor:
         return True
-    flat_a = _Tensor.view(_Tensor.reshape(a, -1), torch.uint8)
-    flat_b = _Tensor.view(_Tensor.reshape(_Tensor.contiguous(b), -1), torch.uint8)
-    return _equal_bytes(flat_a, _Tensor.to(flat_b, a.device))
+    return _equal_bytes(*_flat_bytes(a, b))
