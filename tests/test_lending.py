@@ -201,3 +201,74 @@ def test_the_gpus_one_read_check_finds_what_the_check_finds(write) -> None:
         assert lent.check_in_one_read(excused) == expected
     assert reads["n"] == 1
     assert bool(expected["guard_violations"] or expected["mutated_inputs"]) is (write not in ("none", "input_excused"))
+
+
+def _lender():
+    """A reference-role worker Session for the ReLU problem, in this process: the lender of the timed inputs."""
+    from conftest import problem_path
+    from kbv.problems import load_problem
+    from kbv.worker.session import Session
+
+    relu = problem_path("level1/5_ReLU")
+    return Session({"device": "cpu", "precision": "fp32", "problem_path": str(relu), "profile": "small",
+                    "role": "reference", "mode": load_problem(relu).mode, "handoff": ["host"]})
+
+
+def test_the_lender_draws_the_next_calls_inputs_ahead_but_only_into_its_own_memory(monkeypatch) -> None:
+    """LEND_PREDRAW: with a fill's ``next`` the lender draws that call's inputs once its answer has gone
+    (``after_reply``), and the next fill for that seed copies them in instead of drawing; until then the slot holds
+    this call's inputs only (nothing of the next call reaches the borrower before its fill), and a fill for another
+    seed than the one drawn ahead draws its own."""
+    session = _lender()
+    lent = session.cmd_lend_timed({"slot": "candidate", "seed": 1, "guard_bytes": 4096})["lent"]
+    slot = lending.views(lending.borrow(lent["buffer"].kind, os.dup(lent["buffer"].fd), lent["buffer"].nbytes, "cpu"),
+                         lent["layout"])
+    lent["buffer"].close()
+    draws: list[tuple[int, str]] = []
+    original = session._inputs
+    monkeypatch.setattr(session, "_inputs", lambda seed, dist: draws.append((seed, dist)) or original(seed, dist))
+    assert session.cmd_fill({"slot": "candidate", "seed": 11, "distribution": "D1", "next": [12, "D3"]}) == {
+        "check": None}
+    assert draws == [(11, "D1")] and session.after_reply is not None
+    session.after_reply()
+    assert draws[-1] == (12, "D3") and torch.equal(slot[0], original(11, "D1")[0])  # the slot: this call's only
+    reply = session.cmd_fill({"slot": "candidate", "seed": 12, "distribution": "D3", "check": True})
+    assert reply["check"] == {"guard_violations": [], "mutated_inputs": []}
+    assert draws == [(11, "D1"), (12, "D3")] and torch.equal(slot[0], original(12, "D3")[0])  # drawn ahead, used
+    session.cmd_fill({"slot": "candidate", "seed": 13, "distribution": "D1", "next": [14, "D2"]})
+    session.after_reply()
+    slot[0][0, 0] += 1.0  # the borrower's call writes into its input: seen, whatever was drawn ahead
+    reply = session.cmd_fill({"slot": "candidate", "seed": 15, "distribution": "D5", "check": True})
+    assert reply["check"]["mutated_inputs"] == [0]
+    assert draws[-1] == (15, "D5") and torch.equal(slot[0], original(15, "D5")[0])  # not the one drawn ahead
+
+
+def test_the_slots_one_comparison_finds_what_the_comparison_by_parts_finds() -> None:
+    """A refilled host slot is compared with an image of every byte it should hold first (one ``memcmp``); where
+    that differs the comparison by parts runs, so a band written stays seen on every later read-back, a write into
+    an input is seen, and an input its reference wrote into is not compared."""
+    lent = lending.Lent([torch.rand(64, 33), 5, torch.arange(7)], 4096, seed=2, device="cpu", kinds=("host",))
+    views = _borrowed(lent)
+    lent.refill([torch.rand(64, 33), 5, torch.arange(7)])
+    assert lent.image is not None and lent.check(set()) == {"guard_violations": [], "mutated_inputs": []}
+    flat = views[0].view(-1)
+    torch.as_strided(flat, (flat.numel() + 1,), (1,))[-1:] = 3.0  # one float past input 0: its band after
+    views[2][0] = 9
+    check = lent.check(set())
+    band = check["guard_violations"]  # up to 4 bytes (a byte of 3.0 may match the band's random pattern)
+    assert len(band) == 1 and band[0]["input"] == 0 and band[0]["bytes_before"] == 0 and band[0]["bytes_after"] >= 2
+    assert check["mutated_inputs"] == [2] and lent.check({2})["mutated_inputs"] == []
+    lent.refill([torch.rand(64, 33), 5, torch.arange(7)])  # the next call's inputs; the band is left as it is
+    assert lent.check(set()) == {"guard_violations": band, "mutated_inputs": []}
+    lent.close()
+
+
+@pytest.mark.parametrize("where", [0, 1, 4095, 4096, 8191])
+def test_host_bytes_compare_equal_exactly_when_every_byte_does(where) -> None:
+    a = torch.randint(0, 256, (8192,), dtype=torch.uint8)
+    b = a.clone()
+    assert lending._equal_bytes(a, b) and lending._equal_bytes(a[:0], b[:0])
+    b[where] ^= 0x10
+    assert not lending._equal_bytes(a, b) and not lending._equal_bytes(b, a)
+    assert lending._equal_bytes(a[where + 1:], b[where + 1:])  # views at any offset
+    assert not lending._equal_bytes(a[:4096], a[4096:]) or torch.equal(a[:4096], a[4096:])

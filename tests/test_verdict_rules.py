@@ -1029,6 +1029,40 @@ def test_each_pairs_lender_starts_ahead_with_its_pair_and_is_never_set_up(number
     assert {n for e, n, _ in numbered.events if e == "gone"} == set(range(6))
 
 
+@pytest.mark.parametrize("start_ahead", [True, False])
+def test_the_lender_is_handed_each_next_seed_and_runs_beside_the_timed_workers(numbered, monkeypatch, tmp_path,
+                                                                               start_ahead) -> None:
+    """LEND_PREDRAW: every fill names the next call's seed and distribution, which the command's next fill then asks
+    for (the lender draws them while the borrower runs its call; a command's last is drawn for nothing); and the lender is
+    pinned to the parent's CPUs other than the timing workers' (both roles' workers to the same ones), started
+    ahead or not."""
+    monkeypatch.setattr(context_module.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    pins: list[tuple[str, frozenset[int]]] = []
+    monkeypatch.setattr(context_module.observe, "pin", lambda pid, cpus: pins.append(("pin", frozenset(cpus))) or True)
+    ctx = context(tmp_path, timing_pairs=1, protocol="verified", lend_timed=True, threads=1, start_ahead=start_ahead)
+    fills: list[dict[str, Any]] = []
+    commands = [0]
+    original = _Numbered.call
+
+    def call(self, msg, deadline, max_bytes=None, pacer=None, spin=False):
+        commands[0] += msg["cmd"] == "time"
+        if msg["cmd"] == "fill" and msg.get("seed") is not None:
+            fills.append({"slot": msg["slot"], "seed": msg["seed"], "distribution": msg["distribution"],
+                          "next": msg.get("next"), "command": commands[0]})
+        return original(self, msg, deadline, max_bytes, pacer, spin)
+    monkeypatch.setattr(_Numbered, "call", call)
+    performance.start_early(ctx)
+    performance.PerformanceStage(ctx).run()
+    launch.wait_retired()
+    assert len(fills) > 10
+    assert all(f["next"] is not None for f in fills)
+    ahead = [(a, b) for a, b in zip(fills, fills[1:]) if a["command"] == b["command"]]
+    assert len(ahead) == len(fills) - len({f["command"] for f in fills}) > 0
+    assert all(a["slot"] == b["slot"] and a["next"] == [b["seed"], b["distribution"]] for a, b in ahead)
+    assert sorted(sorted(cpus) for _, cpus in pins) == [[0, 1, 2], [3], [3]]
+    assert ctx.lender_cpus() == {0, 1, 2} and ctx.worker_cpus() == {3}
+
+
 def test_timing_workers_started_early_and_never_used_are_closed(numbered, monkeypatch, tmp_path) -> None:
     """A candidate rejected by correctness (or a stage run again) is never timed: the workers started early for it
     are closed, having run no command, all asked to exit before any is waited for; with ``KBV_START_AHEAD=0`` none
@@ -1787,9 +1821,11 @@ def test_the_pacer_fills_before_answering_and_a_judges_failure_is_not_the_worker
     kept for the caller (the judge failed: the worker asking is not killed for it) and the seed goes over instead;
     the untimed calls that come first are never lent."""
     order: list[str] = []
+    pacer: Pacer
 
-    def fill(baseline: str, index: int, seed: int, distribution: str) -> bool:
+    def fill(baseline: str, index: int, seed: int, distribution: str, following: tuple[int, str] | None) -> bool:
         order.append(f"fill {index}")
+        assert following == pacer.inputs(baseline, index + 1)  # the next call's, for the lender to draw ahead
         if index == FIRST_TIMED_CALL + 1:
             raise ReferenceFailed(WorkerFailure("died", "judge died"), "performance")
         return True

@@ -227,6 +227,12 @@ LENT_CHECKS_KEPT: Final = 8
 # cpu-2026-12-04-c), on the H200 it rose to 1.75-2.20 at a few microseconds (h200-2026-12-04). Both roles lent alike
 # came back to 0.96-1.05 on the CPU (cpu-2026-12-04-c); on the GPU not yet measured, so not yet on by default there.
 LEND_TIMED_DEFAULT: Final[dict[str, bool]] = {"cpu": True, "cuda": False}
+# Where a lender lends the timed inputs, it draws the next call's inputs into its own memory right after it has put
+# this call's in the slot (the parent hands it the next seed with the fill: kbv.eval.lent_timing), so a call's
+# answer waits for the read-back and a copy, not the draw (0.25 ms of 0.62 per fill on this CPU's 5_ReLU,
+# docs/results/cpu-2026-12-05-c). The next call's inputs then exist in the lender (trusted) before the current call's
+# output is committed, never in either borrower. Not on a GPU: the draw would run beside the timed kernel.
+LEND_PREDRAW: Final[dict[str, bool]] = {"cpu": True, "cuda": False}
 
 
 @dataclass(frozen=True)

@@ -274,15 +274,22 @@ class PairContext:
         key = f"{stage}/{part}"
         self.spent[key] = self.spent.get(key, 0.0) + seconds
 
-    def start(self, role: str, stage: str, deadline: float, charged: bool = True) -> Worker:
+    def start(self, role: str, stage: str, deadline: float, charged: bool = True, lender: bool = False) -> Worker:
         """A fresh worker, its start (process, imports, problem load, confinement) charged to ``process_start``
         (unless ``charged`` is False: workers started together in threads are charged once, by the caller). On
         the CPU both roles are pinned by the parent to the same CPUs (``worker_cpus``): a candidate that starts more
-        threads gains no cores, and one that widens its CPU set is caught (``watch``)."""
+        threads gains no cores, and one that widens its CPU set is caught (``watch``). A ``lender`` (reference
+        role, never timed: ``kbv.eval.lent_timing``) is pinned to the parent's other CPUs (``lender_cpus``), so its
+        work for both roles alike runs beside theirs rather than in their time slices."""
         with self.clock(stage, "process_start") if charged else nullcontext():
             worker = Worker(self.spec(role, stage), deadline, on_close=lambda s: self.charge(stage, "process_exit", s))
         if charged:  # on a GPU the worker starts CUDA before its hello (kbv.worker.session.Session.warm)
             self.split_cuda_init(stage, {"cuda_init_s": worker.cuda_init_s}, "process_start")
+        if lender:
+            cpus = self.lender_cpus()
+            observe.pin(worker.pid, cpus)
+            self._sample(worker, cpus)
+            return worker
         cpus = self.worker_cpus()
         if cpus and observe.pin(worker.pid, cpus):
             self.draft.env.setdefault("resources", {"cpus": sorted(cpus),
@@ -311,6 +318,16 @@ class PairContext:
         except (AttributeError, OSError):
             return set()
         return set(mine[-threads:])
+
+    def lender_cpus(self) -> set[int]:
+        """The CPUs of a pair's lender: the parent's own less the timing workers' (``worker_cpus``), or theirs where
+        nothing is left (and none on a GPU)."""
+        pinned = self.worker_cpus()
+        try:
+            rest = set(os.sched_getaffinity(0)) - pinned
+        except (AttributeError, OSError):
+            rest = set()
+        return (rest or pinned) if pinned else set()
 
     def note(self, section: str, key: str, distribution: str, value: Any) -> None:
         """``draft.correctness[section][key][distribution] = value`` (the record's per-distribution details)."""

@@ -57,6 +57,7 @@ class TimedLoan:
     findings: list[dict[str, Any]] = field(default_factory=list)
     seen: set[str] = field(default_factory=set)
     wrote: set[int] = field(default_factory=set)
+    predraw: bool = False  # the lender draws each next call's inputs ahead, into its own memory (LEND_PREDRAW)
     _last: tuple[int, str, int] | None = None
 
     def open(self, lender: Call) -> bool:
@@ -70,14 +71,19 @@ class TimedLoan:
         self.lent = True
         return True
 
-    def filler(self, round_index: int) -> Callable[[str, int, int, str], bool] | None:
-        """``Pacer.fill`` for one of the borrower's timing commands (None where nothing is lent)."""
+    def filler(self, round_index: int) -> Callable[[str, int, int, str, tuple[int, str] | None], bool] | None:
+        """``Pacer.fill`` for one of the borrower's timing commands (None where nothing is lent). Where the lender
+        draws ahead (``predraw``), each fill also hands it the next call's seed and distribution."""
         if not self.lent:
             return None
 
-        def fill(baseline: str, index: int, seed: int, distribution: str) -> bool:
-            reply = self.lender({"cmd": "fill", "slot": self.slot, "seed": seed, "distribution": distribution,
-                                 "check": self._last is not None, "excused": sorted(self.excused)})
+        def fill(baseline: str, index: int, seed: int, distribution: str,
+                 following: tuple[int, str] | None = None) -> bool:
+            msg = {"cmd": "fill", "slot": self.slot, "seed": seed, "distribution": distribution,
+                   "check": self._last is not None, "excused": sorted(self.excused)}
+            if self.predraw and following is not None:
+                msg["next"] = [following[0], following[1]]
+            reply = self.lender(msg)
             self._note(reply.get("check"))
             self._last = (round_index, baseline, index)
             if reply.get("refill_error"):  # inputs of another layout: this call's seed goes over, nothing more lent
@@ -111,10 +117,11 @@ class TimedLoan:
             self.seen.add("out_of_bounds_write")
 
 
-def open_loans(lender: Call, clocked: Call, borrowers: dict[str, Call]) -> dict[str, TimedLoan]:
+def open_loans(lender: Call, clocked: Call, borrowers: dict[str, Call], predraw: bool = False) -> dict[str, TimedLoan]:
     """Both roles' slots, lent by the same lender; where either cannot be lent, neither role's inputs are (the two
-    roles always read their timed inputs the same way). ``clocked`` sends the lender the commands that make them."""
-    loans = {role: TimedLoan(role, lender, borrowers[role]) for role in ROLES}
+    roles always read their timed inputs the same way). ``clocked`` sends the lender the commands that make them;
+    ``predraw``: the lender draws each next call's inputs ahead (``LEND_PREDRAW``), for both roles alike."""
+    loans = {role: TimedLoan(role, lender, borrowers[role], predraw=predraw) for role in ROLES}
     loans["candidate"].excused = loans["reference"].wrote  # the same set: filled as the reference's calls run
     for role in ROLES:
         if not loans[role].open(clocked):

@@ -38,8 +38,10 @@ class Pacer:
     max_calls: int  # calls one baseline may ask for (estimates, warm-up and timed trials together)
     windows: dict[str, dict[int, float]] = field(default_factory=dict)
     # puts a timed call's inputs where the worker reads them (the judge's lent slot: kbv.eval.lent_timing) before
-    # the answer goes; True where it did (the answer then holds no seed), False to hand the seed over instead
-    fill: Callable[[str, int, int, str], bool] | None = None
+    # the answer goes; True where it did (the answer then holds no seed), False to hand the seed over instead. Called
+    # as fill(baseline, index, seed, distribution, following): ``following`` is the next call's seed and
+    # distribution (None past the last call a worker may ask for), for the lender to draw ahead (LEND_PREDRAW)
+    fill: Callable[[str, int, int, str, tuple[int, str] | None], bool] | None = None
     fill_error: Exception | None = None  # what ``fill`` raised (the judge's failure, not the worker's): the seed
     # went over instead, and the caller raises it once the command is over
     # the parent's own look at every timed call (``kbv.eval.performance``: the worker's peak memory over it), called
@@ -85,7 +87,8 @@ class Pacer:
             self.around(True)
         if self.fill is not None and index >= FIRST_TIMED_CALL:
             try:
-                if self.fill(baseline, index, seed, distribution):
+                following = self.inputs(baseline, index + 1) if index + 1 < self.max_calls else None
+                if self.fill(baseline, index, seed, distribution, following):
                     return {"lent": True}
             except Exception as exc:  # never blamed on the worker asking (kbv.sandbox.launch kills it for an error)
                 self.fill, self.fill_error = None, exc

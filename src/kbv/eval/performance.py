@@ -30,7 +30,7 @@ from kbv.eval.refcache import ReferenceTimingCache, cache_key
 from kbv.protocol import (
     BURST_DEVICE_BOUND, BURST_INPUT_SETS, BURST_MAX_CALLS, BURST_MAX_WALL_OVER_TIMED, BURST_MAX_WALL_SPEEDUP, BURST_MIN_CLAIM, BURST_MIN_CLAIM_CPU,
     BURST_TARGET_MS, CHANGED_KEPT_MAX, FIRST_TIMED_CALL, LENT_CHECKS_KEPT,
-    CPU_MEMORY_REPEATS, DEVICE_IN_USE_SLACK_BYTES, DEVICE_IN_USE_SLACK_REL, STAGE_MEMORY_SLACK_BYTES,
+    CPU_MEMORY_REPEATS, LEND_PREDRAW, DEVICE_IN_USE_SLACK_BYTES, DEVICE_IN_USE_SLACK_REL, STAGE_MEMORY_SLACK_BYTES,
     STAGE_MEMORY_SLACK_REL, STAGE_MEMORY_TRANSIENT_OUTPUTS, DISTRIBUTIONS, JUDGED_TIMED_BYTES_PER_PAIR, JUDGED_TIMED_CALLS_PER_PAIR, MEMORY_SLACK_BYTES,
     REFERENCE_DRIFT_MAX, REFERENCE_REMEASURE_TRIALS, RING_BYTES, RING_DEVICE_FRACTION, TIMED_DISTRIBUTION_WEIGHTS, TIMING_ROUNDS, TIMING_RULES, TIMING_TRUNCATE_FACTOR, timed_call,
 )
@@ -61,7 +61,8 @@ def launch_pairs(ctx: PairContext, pairs: range, deadline: float,
 
     def launch(role: str) -> Worker:
         try:
-            worker = ctx.start("reference" if role == "lender" else role, "performance", deadline, charged=False)
+            worker = ctx.start("reference" if role == "lender" else role, "performance", deadline, charged=False,
+                               lender=role == "lender")
         except WorkerFailure as failure:
             if role != "candidate":
                 raise ReferenceFailed(failure, "performance") from None
@@ -163,7 +164,10 @@ class PerformanceStage:
     def _start_lender(self, deadline: float) -> Worker:
         """The pair's lender: a worker of the reference's role that lends both roles' timed inputs and is never
         timed (its start charged to ``process_start``; it needs no set-up: the problem's inputs only)."""
-        return self._start("reference", deadline)
+        try:
+            return self.ctx.start("reference", "performance", deadline, lender=True)
+        except WorkerFailure as failure:
+            raise ReferenceFailed(failure, "performance") from None
 
     def _setup(self, worker: Worker, deadline: float, charged: bool = True) -> None:
         """Load the reference's initial state into a timing worker (the reference loads it too, so both processes
@@ -426,7 +430,8 @@ class PerformanceStage:
         if lender is not None:  # both roles' slots; the fills run inside each role's timing commands, on its clock
             fill_call = self._direct(lender, deadline)
             loans = open_loans(fill_call, lambda m: self._call(lender, "reference", m, deadline),
-                               {role: partial(self._call, workers[role], role, deadline=deadline) for role in roles})
+                               {role: partial(self._call, workers[role], role, deadline=deadline) for role in roles},
+                               predraw=LEND_PREDRAW["cuda" if self.ctx.device.startswith("cuda") else "cpu"])
         else:
             loans = {role: TimedLoan(role, _no_lender, _no_lender, reason=self.lend_reason) for role in roles}
         try:

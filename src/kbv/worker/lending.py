@@ -29,6 +29,8 @@ from kbv.worker import handoff
 _Tensor = torch.Tensor
 LENT_SEALS = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
 ALIGN = 256  # every input starts at a multiple of this (the guard size is rounded to it too)
+_memcmp = ctypes.CDLL(None).memcmp  # the C library's, already in this process: a host comparison at memory speed
+_memcmp.restype, _memcmp.argtypes = ctypes.c_int, (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)
 
 
 class LendError(Exception):
@@ -172,6 +174,7 @@ class Lent:
             self.fd, self.buffer = _host_buffer(nbytes)
         self.nbytes = nbytes
         self.args = args
+        self.image: torch.Tensor | None = None  # on the CPU, once refilled: every byte the buffer should hold
         gen = torch.Generator().manual_seed(seed % 2**63)
         self.patterns: list[tuple[torch.Tensor, torch.Tensor]] = []  # per lent tensor: its two bands' bytes
         for entry, arg, view in zip(self.entries, args, views(self.buffer, self.entries)):
@@ -207,6 +210,24 @@ class Lent:
         self.args = args
         if self.buffer.device.type == "cuda":
             torch.cuda.synchronize(self.buffer.device)
+            return
+        if self.image is None:  # a slot refilled call by call: its read-backs compare one image first
+            self.image = self._expected()
+        else:
+            for entry, arg, view in zip(self.entries, args, views(self.image, self.entries)):
+                if "tensor" in entry:
+                    _Tensor.copy_(view, arg)
+
+    def _expected(self) -> torch.Tensor:
+        """The bytes the buffer holds where nothing wrote into it: zeros, each band's pattern, the inputs drawn."""
+        image = _Tensor.new_zeros(self.buffer, (int(_Tensor.numel(self.buffer)),))
+        patterns = iter(self.patterns)
+        for entry, arg, view in zip(self.entries, self.args, views(image, self.entries)):
+            if "tensor" in entry:
+                for (lo, hi), band in zip(_bands(entry["tensor"], self.guard), next(patterns)):
+                    _Tensor.copy_(image[lo:hi], band)
+                _Tensor.copy_(view, arg)
+        return image
 
     def check(self, reference_mutated: set[int]) -> dict[str, Any]:
         """After the candidate's call: bands that changed (``guard_violations``: input, bytes changed before and
@@ -215,6 +236,8 @@ class Lent:
         if self.buffer.device.type == "cuda":
             torch.cuda.synchronize(self.buffer.device)
             return self.check_in_one_read(reference_mutated)
+        if self.image is not None and _equal_bytes(self.buffer, self.image):  # nothing written: one comparison
+            return {"guard_violations": [], "mutated_inputs": []}  # (a timed slot's read-back, once per call)
         violations, mutated = [], []
         patterns = iter(self.patterns)
         for i, (entry, view) in enumerate(zip(self.entries, views(self.buffer, self.entries))):
@@ -256,7 +279,7 @@ class Lent:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
-        self.buffer = None  # type: ignore[assignment]
+        self.buffer = self.image = None  # type: ignore[assignment]
         self.patterns, self.args = [], []
 
 
@@ -274,7 +297,12 @@ def _words(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor
 
 
 def _equal_bytes(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Whether two flat uint8 tensors hold the same bytes."""
+    """Whether two flat uint8 tensors hold the same bytes (on the host by ``memcmp``: a timed slot's 384 KiB in 9 us
+    against 38 us for ``torch.equal`` on this CPU)."""
+    n = int(_Tensor.numel(a))
+    if (a.device.type == "cpu" and b.device.type == "cpu" and a.dtype == b.dtype == torch.uint8 and n == int(_Tensor.numel(b))
+            and _Tensor.is_contiguous(a) and _Tensor.is_contiguous(b)):
+        return n == 0 or _memcmp(_Tensor.data_ptr(a), _Tensor.data_ptr(b), n) == 0
     return bool(_Tensor.equal(*_words(a, b)))
 
 

@@ -178,6 +178,10 @@ class Session:
         # each of that role's timed calls and reads it back before the next); in a timing worker, its views of its own
         self.timed_lent: dict[str, lending.Lent] = {}
         self.timed_slot: list[Any] | None = None
+        # in the lender, each slot's next inputs drawn ahead ((seed, distribution), draw), and the work to run once
+        # the current reply has gone (``after_reply``: that draw, off the path of the fill's answer)
+        self.drawn_ahead: dict[str, tuple[tuple[int, str], list[Any]]] = {}
+        self.after_reply: Callable[[], None] | None = None
         self.loads: dict[int, int] = {}  # nanoseconds each call's draw and load took, by call index (one baseline)
         self.rings: dict[Any, list[Any]] = {}  # kept timed outputs until the parent draws the judged ones
         self.digest_ns = 0  # time spent digesting kept outputs (a diagnostic of the timing command's split)
@@ -544,13 +548,20 @@ class Session:
         lent = self.timed_lent.get(str(msg.get("slot", "candidate")))
         if self.spec["role"] != "reference" or lent is None:
             raise RuntimeError("fill: no slot lent")
+        slot = str(msg.get("slot", "candidate"))
         excused = {i for i in msg.get("excused") or [] if type(i) is int}
         found = lent.check(excused) if msg.get("check") else None
+        ahead = self.drawn_ahead.pop(slot, None)
         if msg.get("seed") is not None:
+            wanted = (int(msg["seed"]), str(msg["distribution"]))
             try:
-                lent.refill(self._inputs(int(msg["seed"]), str(msg["distribution"])))
+                lent.refill(ahead[1] if ahead is not None and ahead[0] == wanted else self._inputs(*wanted))
             except lending.LendError as exc:  # the parent hands this call's seed over instead, and lends no more
                 return {"check": found, "refill_error": str(exc)[:300]}
+            following = msg.get("next")
+            if isinstance(following, list) and len(following) == 2:  # LEND_PREDRAW: drawn once the answer is gone
+                nxt = (int(following[0]), str(following[1]))
+                self.after_reply = lambda: self.drawn_ahead.__setitem__(slot, (nxt, self._inputs(*nxt)))
         return {"check": found}
 
     def cmd_borrow_timed(self, msg: dict[str, Any]) -> dict[str, Any]:
@@ -924,6 +935,12 @@ def main(conn: Connection, spec: dict[str, Any] | None = None) -> None:
             os._exit(1)
         flush()  # the last trial's commitment, before the reply
         wire.send_parts(conn, header, tensors)
+        if session.after_reply is not None:  # the lender's draw of the next call's inputs (LEND_PREDRAW)
+            ahead, session.after_reply = session.after_reply, None
+            try:
+                ahead()
+            except Exception:  # drawn again when that call is due, where a failure is answered
+                pass
         if session.device.startswith("cuda") and msg.get("cmd") in RELEASE_AFTER and _tensor_bytes(msg) >= RELEASE_BYTES:
             del msg, reply, header, tensors  # the judge's copies of a large candidate output, and what comparing
             torch.cuda.empty_cache()  # them allocated, go back to the driver: the candidate's next output is
