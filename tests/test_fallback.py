@@ -387,3 +387,58 @@ def test_a_profiled_call_with_own_kernels_needs_own_code_in_the_timed_calls(own_
     assert seen["flags"] == (["fallback"] if missing else [])
     assert seen["timed_own_samples"] == sum(n for obj, n in timed[0].items() if obj.startswith("/build/x"))
     assert sampled.judge({}, {}, (), False, True)["timed_own_missing"] is False  # no timing stage: no judgement
+
+
+_LOADS_IN_FORWARD = r"""
+import importlib.util
+import torch
+
+class ModelNew(torch.nn.Module):
+    so = None  # set by the test: a compiled module's file, loaded the way load_inline loads (not in sys.modules)
+    loaded = None
+
+    def forward(self, x):
+        if self.so and ModelNew.loaded is None:
+            spec = importlib.util.spec_from_file_location("_bisect", self.so)
+            ModelNew.loaded = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(ModelNew.loaded)
+        return torch.relu(x)
+"""
+
+
+@pytest.mark.parametrize("load", [False, True])
+def test_the_profiled_calls_module_list_walks_only_for_a_mapped_object_nothing_else_explains(load, tmp_path,
+                                                                                       monkeypatch) -> None:
+    """``cmd_fallback`` lists the candidate's compiled modules before the call (for the recorder) and after it (for
+    its reply); the walk over every object runs only where a shared object is mapped that is neither under the
+    build folder, nor a module of ``sys.modules``, nor the system's, and not again while the mapped objects stay the
+    same; a module the call loaded that way (as ``load_inline`` does, outside the build folder here) is in the
+    reply."""
+    import _bisect
+    import shutil
+
+    from kbv.problems import load_problem
+    from kbv.worker.session import Session
+
+    so = tmp_path / "_bisect.so"
+    shutil.copy(_bisect.__file__, so)
+    cand = tmp_path / "cand.py"
+    cand.write_text(_LOADS_IN_FORWARD)
+    relu = problem_path("level1/5_ReLU")
+    session = Session({"device": "cpu", "precision": "fp32", "problem_path": str(relu), "profile": "small",
+                       "role": "candidate", "mode": load_problem(relu).mode, "candidate_path": str(cand),
+                       "handoff": ["host"]})
+    session.cmd_setup({"init_seed": 1})
+    type(session.model).so = str(so) if load else None
+    import gc
+
+    walks = []
+    original = gc.get_objects
+    monkeypatch.setattr(gc, "get_objects", lambda *a, **k: walks.append(1) or original(*a, **k))
+    monkeypatch.setattr(recorder, "_LOADED", {})
+    recorder.candidate_modules([])  # whatever this test process had mapped before: walked once at most
+    walks.clear()
+    reply = session.cmd_fallback({"seed": 3, "distribution": "D1"})
+    assert len(walks) == (1 if load else 0)
+    assert (reply["modules"].get("_bisect") == os.path.realpath(so)) is load
+    assert reply["fallback"]["compute_ops"] == {"aten.relu": 1}

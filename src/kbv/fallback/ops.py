@@ -10,6 +10,12 @@ import re
 from pathlib import Path
 from typing import Iterable
 
+#: Where the system's own libraries live (the C library, the C++ runtime, CUDA's driver and toolkit): binaries
+#: there are not the candidate's (the worker cannot write there), for the parent's look at what a worker mapped and
+#: the recorder's at what its own process did.
+SYSTEM_LIBRARY_DIRS: tuple[str, ...] = ("/usr/lib", "/usr/lib64", "/lib", "/lib64", "/usr/local/lib",
+                                        "/usr/local/cuda", "/usr/local/nvidia", "/opt")
+
 # ---------------------------------------------------------------------------------------------------------------
 # Operator tables (shared by both routes). Names are ATen operator names without namespace or overload
 # ("relu", "add", "_softmax"). An operator not in either table counts as compute: an ambiguous op is taken to be

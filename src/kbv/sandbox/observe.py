@@ -15,6 +15,8 @@ import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
+from kbv.fallback.ops import SYSTEM_LIBRARY_DIRS
+
 
 @dataclass(frozen=True)
 class Snapshot:
@@ -119,8 +121,7 @@ def pin(pid: int | None, cpus: set[int]) -> bool:
 def _runtime_dirs() -> list[str]:
     """Where Python, its packages and the system's libraries live: binaries there are not the candidate's."""
     dirs = {sys.prefix, sys.base_prefix, sys.exec_prefix, *(p for p in sysconfig.get_paths().values() if p),
-            "/usr/lib", "/usr/lib64", "/lib", "/lib64", "/usr/local/lib", "/usr/local/cuda", "/usr/local/nvidia",
-            "/opt"}
+            *SYSTEM_LIBRARY_DIRS}
     try:
         dirs.update(site.getsitepackages())
     except AttributeError:

@@ -15,7 +15,7 @@ import torch._dynamo  # noqa: F401  (the first profiled call imports it, 2-3 s; 
 #                                    are forked from, before any candidate code and before the tamper snapshot)
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from kbv.fallback.ops import FORWARD_RANGE, LIBRARY_NAMESPACES, is_compute, shared_objects
+from kbv.fallback.ops import FORWARD_RANGE, LIBRARY_NAMESPACES, SYSTEM_LIBRARY_DIRS, is_compute, shared_objects
 
 # captured when the worker imports this module (in the fork server, before any candidate code exists)
 _setprofile = sys.setprofile
@@ -148,25 +148,61 @@ def candidate_modules(roots: Iterable[str | os.PathLike[str]] = (),
     (its ``TORCH_EXTENSIONS_DIR``; a module's name is its file's name up to the first dot, as Python's import
     requires), and every compiled module this process has loaded from outside the Python installation, except
     those under ``exclude`` (default ``runtime_dirs()``). ``load_inline`` does not register its module in
-    ``sys.modules``, so loaded modules are looked for among all live module objects."""
+    ``sys.modules``, so where a shared object mapped into this process (``mapped_extension_files``) is neither under
+    ``roots``, nor a module of ``sys.modules``, nor the system's (``SYSTEM_LIBRARY_DIRS``), its module is looked for
+    among all live module objects (a walk of some 50 ms with torch loaded, run again only once the mapped objects
+    have changed)."""
     import gc
     from types import ModuleType
 
     skip = [os.path.realpath(d) for d in (runtime_dirs() if exclude is None else exclude)]
+    install = [os.path.realpath(p) for p in _installation_dirs() if p]
+
+    def own(real: str) -> bool:
+        return not _under(real, install) and not _under(real, skip) and "torchinductor_" not in real
+
     found: dict[str, str] = {}
     for path in shared_objects(list(roots)):
         if not _under(path, skip):
             found.setdefault(os.path.basename(path).split(".", 1)[0], path)
-    install = [os.path.realpath(p) for p in _installation_dirs() if p]
-    modules = [m for m in list(sys.modules.values()) if type(m) is ModuleType]
-    modules += [o for o in gc.get_objects() if type(o) is ModuleType]  # type(), not isinstance: no __class__ lookups
-    for module in modules:
-        file = module.__dict__.get("__file__")
-        if not _is_extension_file(file):
-            continue
-        real = os.path.realpath(file)
-        if not _under(real, install) and not _under(real, skip) and "torchinductor_" not in real:
-            found.setdefault(str(module.__dict__.get("__name__")), real)
+    for m in list(sys.modules.values()):
+        file = m.__dict__.get("__file__") if type(m) is ModuleType else None
+        if _is_extension_file(file) and own(real := os.path.realpath(file)):
+            found.setdefault(str(m.__dict__.get("__name__")), real)
+    mapped = frozenset(mapped_extension_files())
+    known = {os.path.realpath(p) for p in found.values()}
+    system = [os.path.realpath(d) for d in SYSTEM_LIBRARY_DIRS]
+    if not any(own(real) and real not in known and not _under(real, system)
+               for real in (os.path.realpath(p.removesuffix(" (deleted)")) for p in mapped)):
+        return found  # every compiled object mapped here is accounted for: no module of another is loaded
+    if _LOADED.get("mapped") != mapped:
+        files = [(str(o.__dict__.get("__name__")), os.path.realpath(o.__dict__["__file__"]))
+                 for o in gc.get_objects()  # type(), not isinstance: no __class__ lookups
+                 if type(o) is ModuleType and _is_extension_file(o.__dict__.get("__file__"))]
+        _LOADED.update(mapped=mapped, files=files)
+    for name, real in _LOADED["files"]:
+        if own(real):
+            found.setdefault(name, real)
+    return found
+
+
+# the compiled modules the last walk found ([(name, file)]) and the shared objects mapped when it ran
+_LOADED: dict[str, Any] = {}
+
+
+def mapped_extension_files() -> set[str]:
+    """The shared objects mapped into this process now (``/proc/self/maps``): while they stay the same, no compiled
+    module can have been loaded, and ``candidate_modules`` reuses its last walk over every object (some 50 ms with
+    torch loaded)."""
+    found: set[str] = set()
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                path = line.rstrip("\n").split(None, 5)[5:]
+                if path and _is_extension_file(path[0].removesuffix(" (deleted)")):
+                    found.add(path[0])
+    except OSError:
+        return {"<unreadable>"}  # never a subset of a later reading: the walk runs again
     return found
 
 

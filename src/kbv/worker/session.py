@@ -385,25 +385,25 @@ class Session:
         assert self.model is not None
         model = self.model
         args, guards, _ = self._trial_inputs(msg)
+        ext_dir = self.spec.get("env", {}).get("TORCH_EXTENSIONS_DIR")
+        roots = [ext_dir] if ext_dir else []
+        own = recorder.candidate_modules(roots)  # for the recorder; listed again after the call, for the reply
         kernels = None
         if self.device.startswith("cuda"):  # the same call under torch.profiler too: device time per kernel
             from torch.profiler import ProfilerActivity, profile as gpu_profile, record_function
 
             with gpu_profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
                 with record_function(recorder.FORWARD_RANGE), torch.no_grad():
-                    out, profile = recorder.profile_call(lambda: model(*args))
+                    out, profile = recorder.profile_call(lambda: model(*args), own_modules=own)
                 self._sync()
             kernels = recorder.gpu_kernel_events(prof)
         else:
             with torch.no_grad():
-                out, profile = recorder.profile_call(lambda: model(*args))
+                out, profile = recorder.profile_call(lambda: model(*args), own_modules=own)
         self._sync()
         structure, items = _describe_output(out)
-
-        ext_dir = self.spec.get("env", {}).get("TORCH_EXTENSIONS_DIR")
         return {"structure": structure, "outputs": items, "fallback": profile, "gpu_kernels": kernels,
-                "guard_violations": guard.violations(guards),
-                "modules": recorder.candidate_modules([ext_dir] if ext_dir else [])}
+                "guard_violations": guard.violations(guards), "modules": recorder.candidate_modules(roots)}
 
     def cmd_judge(self, msg: dict[str, Any]) -> dict[str, Any]:
         """Reference role only: compare a candidate's outputs (data relayed by the parent) with those kept from the
