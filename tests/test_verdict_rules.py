@@ -1063,6 +1063,25 @@ def test_the_lender_is_handed_each_next_seed_and_runs_beside_the_timed_workers(n
     assert ctx.lender_cpus() == {0, 1, 2} and ctx.worker_cpus() == {3}
 
 
+def test_the_lender_draws_ahead_only_on_cpus_of_its_own(numbered, monkeypatch, tmp_path) -> None:
+    """Where the timing workers have every CPU the parent has, the lender shares theirs and draws nothing ahead
+    (its draw would run in a timed call's time slice): no fill names a next call."""
+    monkeypatch.setattr(context_module.os, "sched_getaffinity", lambda pid: {0, 1})
+    ctx = context(tmp_path, timing_pairs=1, protocol="verified", lend_timed=True, threads=2, start_ahead=False)
+    fills: list[dict[str, Any]] = []
+    original = _Numbered.call
+
+    def call(self, msg, deadline, max_bytes=None, pacer=None, spin=False):
+        if msg["cmd"] == "fill" and msg.get("seed") is not None:
+            fills.append(msg)
+        return original(self, msg, deadline, max_bytes, pacer, spin)
+    monkeypatch.setattr(_Numbered, "call", call)
+    performance.PerformanceStage(ctx).run()
+    launch.wait_retired()
+    assert ctx.lender_cpus() == ctx.worker_cpus() == {0, 1}
+    assert fills and not any("next" in f for f in fills)
+
+
 def test_timing_workers_started_early_and_never_used_are_closed(numbered, monkeypatch, tmp_path) -> None:
     """A candidate rejected by correctness (or a stage run again) is never timed: the workers started early for it
     are closed, having run no command, all asked to exit before any is waited for; with ``KBV_START_AHEAD=0`` none

@@ -231,7 +231,8 @@ LEND_TIMED_DEFAULT: Final[dict[str, bool]] = {"cpu": True, "cuda": False}
 # this call's in the slot (the parent hands it the next seed with the fill: kbv.eval.lent_timing), so a call's
 # answer waits for the read-back and a copy, not the draw (0.25 ms of 0.62 per fill on this CPU's 5_ReLU,
 # docs/results/cpu-2026-12-05-c). The next call's inputs then exist in the lender (trusted) before the current call's
-# output is committed, never in either borrower. Not on a GPU: the draw would run beside the timed kernel.
+# output is committed, never in either borrower. Only where the lender has CPUs the timing workers do not
+# (kbv.eval.context.PairContext.lender_cpus); not on a GPU, where the draw would run beside the timed kernel.
 LEND_PREDRAW: Final[dict[str, bool]] = {"cpu": True, "cuda": False}
 
 

@@ -161,6 +161,13 @@ class PerformanceStage:
                 raise ReferenceFailed(failure, "performance") from None
             raise
 
+    def _predraw(self) -> bool:
+        """Whether the lender draws each next call's inputs ahead (``LEND_PREDRAW``): only where it has CPUs of its own,
+        so the draw runs beside a timed call and never in its time slice."""
+        if not LEND_PREDRAW["cuda" if self.ctx.device.startswith("cuda") else "cpu"]:
+            return False
+        return not self.ctx.lender_cpus() & self.ctx.worker_cpus()
+
     def _start_lender(self, deadline: float) -> Worker:
         """The pair's lender: a worker of the reference's role that lends both roles' timed inputs and is never
         timed (its start charged to ``process_start``; it needs no set-up: the problem's inputs only)."""
@@ -431,7 +438,7 @@ class PerformanceStage:
             fill_call = self._direct(lender, deadline)
             loans = open_loans(fill_call, lambda m: self._call(lender, "reference", m, deadline),
                                {role: partial(self._call, workers[role], role, deadline=deadline) for role in roles},
-                               predraw=LEND_PREDRAW["cuda" if self.ctx.device.startswith("cuda") else "cpu"])
+                               predraw=self._predraw())
         else:
             loans = {role: TimedLoan(role, _no_lender, _no_lender, reason=self.lend_reason) for role in roles}
         try:
