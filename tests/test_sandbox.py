@@ -452,3 +452,35 @@ def test_a_malformed_commitment_is_a_protocol_failure(entry):
     with pytest.raises(WorkerFailure) as failure:
         worker._expect(time.monotonic() + 5)
     assert failure.value.kind == "protocol" and worker.killed
+
+
+def test_the_parents_reading_of_a_workers_peak_memory_sees_a_rise_and_its_reset() -> None:
+    """``kbv.sandbox.observe`` on a real process, as the timing stage reads each worker around every timed call: a
+    64 MiB buffer made and freed between ``peak_start`` and ``peak_since`` is seen, and after ``peak_restart`` (the
+    high-water mark reset through ``clear_refs``) it no longer is."""
+    from kbv.sandbox import observe
+
+    script = ("import sys\nfor line in sys.stdin:\n    b = bytearray(int(line))\n    b[::4096] = b'x' * len(b[::4096])\n"
+              "    del b\n    print('ok', flush=True)\n")
+    child = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        def allocate(nbytes: int) -> None:
+            child.stdin.write(f"{nbytes}\n")
+            child.stdin.flush()
+            assert child.stdout.readline().strip() == "ok"
+
+        allocate(1 << 20)  # the child's interpreter warmed up
+        status = observe._status(child.pid)
+        assert set(status) == {"VmHWM", "VmRSS", "Threads"} and status["Threads"].strip() == "1"
+        start = observe.peak_start(child.pid)
+        assert start is not None and start[0] == child.pid
+        allocate(64 << 20)
+        assert observe.peak_since(start) >= 60 << 20
+        fresh, high = observe.peak_restart(start)
+        assert high is not None and high >= start[1] + (60 << 20)
+        allocate(1 << 20)
+        assert observe.peak_since(fresh) < 16 << 20
+        assert observe._status(2**22 + 12345) == {}  # gone (no such process): nothing
+    finally:
+        child.kill()
+        child.wait()

@@ -9,6 +9,7 @@ never clears one.
 from __future__ import annotations
 
 import os
+import re
 import site
 import sys
 import sysconfig
@@ -52,12 +53,31 @@ def tree(pid: int) -> list[int]:
     return seen
 
 
+_STATUS_FIELDS = re.compile(rb"^(VmHWM|VmRSS|Threads):[ \t]*(.*)$", re.M)
+
+
 def _status(pid: int) -> dict[str, str]:
+    """The fields of ``/proc/<pid>/status`` read here (``VmHWM``, ``VmRSS``, ``Threads``; none where it is gone):
+    read around every timed call of a first pair, so read raw and matched once (19 us against 34 us parsing every
+    line on this project's CPU)."""
     try:
-        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+        fd = os.open(f"/proc/{pid}/status", os.O_RDONLY)
+        try:
+            data = os.read(fd, 1 << 16)
+        finally:
+            os.close(fd)
     except OSError:
         return {}
-    return dict(line.split(":", 1) for line in lines if ":" in line)
+    return {key.decode(): value.decode() for key, value in _STATUS_FIELDS.findall(data)}
+
+
+def _reset_peak(pid: int) -> None:
+    """Reset a process's resident-set high-water mark (``clear_refs``; OSError where it cannot be)."""
+    fd = os.open(f"/proc/{pid}/clear_refs", os.O_WRONLY)
+    try:
+        os.write(fd, b"5")
+    finally:
+        os.close(fd)
 
 
 def _kib(value: str | None) -> int | None:
@@ -172,7 +192,7 @@ def peak_start(pid: int | None) -> tuple[int, int] | None:
         return None
     rss = _kib(_status(target).get("VmRSS"))
     try:
-        Path(f"/proc/{target}/clear_refs").write_text("5")
+        _reset_peak(target)
     except OSError:
         return None
     return (target, rss) if rss is not None else None
@@ -186,7 +206,7 @@ def peak_restart(start: tuple[int, int] | None) -> tuple[tuple[int, int] | None,
     status = _status(start[0])
     high, rss = _kib(status.get("VmHWM")), _kib(status.get("VmRSS"))
     try:
-        Path(f"/proc/{start[0]}/clear_refs").write_text("5")
+        _reset_peak(start[0])
     except OSError:
         return None, high
     return ((start[0], rss) if rss is not None else None), high

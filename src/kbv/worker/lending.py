@@ -25,6 +25,7 @@ import torch
 
 from kbv import wire
 from kbv.worker import handoff
+from kbv.worker.guard import pattern as band_pattern
 
 _Tensor = torch.Tensor
 LENT_SEALS = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
@@ -182,8 +183,7 @@ class Lent:
                 continue
             pair = []
             for lo, hi in _bands(entry["tensor"], self.guard):
-                band = _Tensor.to(torch.randint(0, 256, (hi - lo,), dtype=torch.uint8, generator=gen),
-                                  self.buffer.device)
+                band = _Tensor.to(band_pattern(hi - lo, gen), self.buffer.device)
                 _Tensor.copy_(self.buffer[lo:hi], band)
                 pair.append(band)
             self.patterns.append((pair[0], pair[1]))
