@@ -364,6 +364,24 @@ def test_a_workspace_hidden_from_the_memory_command_is_seen_over_the_timing_stag
     assert record.verdict == "correct" and "memory_above_reference" not in record.flags, record.flags
 
 
+def test_work_while_idle_is_seen_from_the_workers_cpu_clock(corpus, monkeypatch) -> None:
+    """Issue 12, rule 4: a candidate whose thread (started through ``_thread``, so no ``threading`` record and no
+    growth after its first call) spins whenever the reference is timed leaves every in-worker check and every timed
+    window clean; the parent's reading of its worker's CPU clock while it had no command shows the work (the
+    reference's worker used next to none while idle). With that rule off (its slack unbounded) the same candidate is
+    ``correct`` with no flag of its own."""
+    from kbv.eval import performance as perf_mod
+
+    idle = corpus["idle_spinner"]["timing_ms"]["idle_cpu"]
+    assert idle["flagged"] and idle["cpu_ms"]["candidate"] > 4 * idle["allowed_ms"], idle
+    honest = corpus["correct_torch"]["timing_ms"]["idle_cpu"]
+    assert not honest["flagged"] and honest["cpu_ms"]["candidate"] < 5.0, honest
+    monkeypatch.setattr(perf_mod, "IDLE_CPU_SLACK_MS", float("inf"))
+    entry = BY_ID["idle_spinner"]
+    record = evaluate(problem_path(entry["problem"]), ROOT / entry["file"], EvalOptions(**OPTIONS[("cpu", "fast")]))
+    assert record.verdict == "correct" and set(record.flags) - CPU_MEASUREMENT_FLAGS == {"fallback"}, record.flags
+
+
 def test_a_scratch_hidden_from_the_memory_command_is_seen_around_every_timed_call(corpus, monkeypatch) -> None:
     """Issue 12, rules 2 and 4: a candidate that makes and frees a 32 MiB scratch in every forward but the memory
     command's is not seen there, nor over the whole timing stage (under its 48 MiB slack); the parent's reading

@@ -314,6 +314,7 @@ class FakeWorker:
 @pytest.fixture
 def fake(monkeypatch: pytest.MonkeyPatch) -> type[FakeWorker]:
     monkeypatch.setattr(context_module, "Worker", FakeWorker)
+    monkeypatch.setattr(performance.observe, "cpu_ns", lambda pid: None)  # fake pids: no process's clock is read
     FakeWorker.scripts = {}
     FakeWorker.budgets = []
     FakeWorker.closed = []
@@ -667,6 +668,33 @@ def test_the_cpu_timing_stage_memory_is_read_by_the_parent_over_every_command(fa
     assert stage["compared"] == {"reference": base - kept, "candidate": base + extra_mib * 2**20 - kept}
     assert stage["flagged"] is flagged and ("memory_above_reference" in ctx.evidence.observed) is flagged
     assert "reference" not in drops  # on the CPU the reference keeps its timed outputs as the candidate does
+
+
+@pytest.mark.parametrize("spin_share, reference_share, flagged", [
+    (0.0, 0.0, False),  # honest: neither worker runs while it has no command
+    (0.03, 0.0, False),  # within the slack (a twentieth of the time it was idle)
+    (0.5, 0.0, True),  # a thread that spins whenever the reference is timed (idle_spinner)
+    (0.5, 0.5, False),  # the reference's worker did as much while idle: the same harness work, not the candidate's
+])
+def test_work_while_idle_is_read_from_each_workers_cpu_clock(fake, monkeypatch, tmp_path, spin_share, reference_share,
+                                                             flagged) -> None:
+    """Issue 12, rule 4: while one role's timing command runs, the other role's timing worker has no command; the
+    parent reads both workers' CPU clocks around every such command, and a candidate whose worker used more CPU while
+    idle than the reference's did, beyond the slack, is ``idle_work`` (rejecting)."""
+    pids = {"reference": 101, "candidate": 202}
+    share = {101: reference_share, 202: spin_share}
+    started = time.monotonic()
+    # each worker's CPU clock: the given share of wall time since the stage began (0: a worker that only waits)
+    monkeypatch.setattr(performance.observe, "cpu_ns",
+                        lambda pid: int(share[pid] * (time.monotonic() - started) * 1e9) if pid in share else None)
+    _fake_pids(monkeypatch, pids)
+    fake.scripts = {"reference": timing_script(1.0, 5.0), "candidate": timing_script(1.0, 5.0)}
+    ctx = context(tmp_path, timing_pairs=1, protocol="verified", lend_timed=False)
+    performance.PerformanceStage(ctx).run()
+    idle = ctx.draft.timing_ms["idle_cpu"]
+    assert idle["idle_ms"]["candidate"] > 0 and idle["idle_ms"]["reference"] > 0
+    assert idle["flagged"] is flagged and ("idle_work" in ctx.evidence.observed) is flagged
+    assert "idle_work" in REJECTING_FLAGS
 
 
 @pytest.mark.parametrize("transient_outputs", [3, 0])

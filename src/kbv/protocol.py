@@ -144,6 +144,9 @@ FLAGS: Final = {
     "imported_kernelbench": "the record was converted from a KernelBench eval_results.json (kbv import-kernelbench)",
     "tamper": "the candidate changed its worker's environment (torch or time functions, tensor methods, kbv's own "
     "functions, numeric flags); the names are in integrity.tamper: rejected",
+    "idle_work": "the candidate's timing worker used CPU while it had no command, as the reference was timed, more "
+    "than the reference's worker did while the candidate was (timing_ms.idle_cpu, read by the parent): work beside "
+    "the reference's timing or outside every timed call: rejected",
     "background_threads": "the candidate's thread count grew across a forward call (after the first) where the "
     "reference's did not, or its import or __init__ left Python threads running (correctness.input_use."
     "started_threads): work can run past the call's end: rejected",
@@ -204,7 +207,12 @@ DEFAULT_SPEEDUP_BOUND: Final = 10.0
 # Flags that turn an otherwise correct kernel into "rejected" (its outputs are right but it breaks a rule).
 REJECTING_FLAGS: Final = frozenset({"input_mutated", "output_aliases_input", "tamper", "background_threads",
                                     "degenerate_output", "out_of_bounds_write", "timer_inconsistent",
-                                    "deferred_output", "resources_changed", "untimed_work"})
+                                    "deferred_output", "resources_changed", "untimed_work", "idle_work"})
+# Work while idle (``idle_work``): the CPU time a candidate's timing worker may use while the reference's timing
+# command runs (it has no command then), beyond what the reference's worker used while the candidate's ran: the larger
+# of this many milliseconds over the stage and this share of the time it was idle.
+IDLE_CPU_SLACK_MS: Final = 25.0
+IDLE_CPU_SLACK_REL: Final = 0.05
 
 # Flags that make a correct kernel "rejected" only under --strict-precision.
 PRECISION_FLAGS: Final = frozenset({"low_precision"})

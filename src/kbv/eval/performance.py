@@ -30,7 +30,7 @@ from kbv.eval.refcache import ReferenceTimingCache, cache_key
 from kbv.protocol import (
     BURST_DEVICE_BOUND, BURST_INPUT_SETS, BURST_MAX_CALLS, BURST_MAX_WALL_OVER_TIMED, BURST_MAX_WALL_SPEEDUP, BURST_MIN_CLAIM, BURST_MIN_CLAIM_CPU,
     BURST_TARGET_MS, CHANGED_KEPT_MAX, FIRST_TIMED_CALL, LENT_CHECKS_KEPT,
-    CPU_MEMORY_REPEATS, LEND_PREDRAW, DEVICE_IN_USE_SLACK_BYTES, DEVICE_IN_USE_SLACK_REL, STAGE_MEMORY_SLACK_BYTES,
+    CPU_MEMORY_REPEATS, IDLE_CPU_SLACK_MS, IDLE_CPU_SLACK_REL, LEND_PREDRAW, DEVICE_IN_USE_SLACK_BYTES, DEVICE_IN_USE_SLACK_REL, STAGE_MEMORY_SLACK_BYTES,
     STAGE_MEMORY_SLACK_REL, STAGE_MEMORY_TRANSIENT_OUTPUTS, DISTRIBUTIONS, JUDGED_TIMED_BYTES_PER_PAIR, JUDGED_TIMED_CALLS_PER_PAIR, MEMORY_SLACK_BYTES,
     REFERENCE_DRIFT_MAX, REFERENCE_REMEASURE_TRIALS, RING_BYTES, RING_DEVICE_FRACTION, TIMED_DISTRIBUTION_WEIGHTS, TIMING_ROUNDS, TIMING_RULES, TIMING_TRUNCATE_FACTOR, timed_call,
 )
@@ -142,6 +142,9 @@ class PerformanceStage:
         # CPU, first pair: each role's resident-set rise over every timed call, read by the parent around each call
         # (``_call_memory``): no call is the memory-measured one, every call is
         self.call_memory: dict[str, list[int]] = {"reference": [], "candidate": []}
+        # per role, the CPU time its timing worker used while the other role's timing command ran (it has no command
+        # then: idle), and that command's wall time, in milliseconds, read by the parent (``observe.cpu_ns``)
+        self.idle_cpu: dict[str, list[float]] = {"reference": [0.0, 0.0], "candidate": [0.0, 0.0]}
         # the memory-measured calls' inputs, the same for both roles: what drawing them leaves held (a distribution
         # whose draw makes a temporary of the inputs' size) differs between distributions, and on the H200 roles
         # drawn from different keys held 17.9 against 9.36 GB on level1/4's 8 GiB input (h200-2026-12-03)
@@ -420,6 +423,7 @@ class PerformanceStage:
             self.ev.see("memory_above_reference")
         self._judge_stage_memory()
         self._judge_call_memory()
+        self._judge_idle_cpu()
 
     def _time_pair(self, reference: Worker, candidate: Worker, pair_index: int, cached: dict[str, Any], seed: int,
                    share: float, deadline: float, samples: Samples, warmups: dict[str, dict[str, int]],
@@ -470,9 +474,15 @@ class PerformanceStage:
                         self.stage_memory["start"][role] = observe.peak_start(workers[role].pid)
                     if measure:
                         pacer.around = self._call_memory(role)
+                    other = roles[1] if role == roles[0] else roles[0]
+                    idle_from = observe.cpu_ns(workers[other].pid)  # the other role's worker, idle meanwhile
                     t0 = time.monotonic()
                     reply = self._call(workers[role], role, msg, deadline, pacer)
                     elapsed_ms = (time.monotonic() - t0) * 1e3
+                    idle_to = observe.cpu_ns(workers[other].pid)
+                    if idle_from is not None and idle_to is not None:
+                        self.idle_cpu[other][0] += (idle_to - idle_from) / 1e6
+                        self.idle_cpu[other][1] += elapsed_ms
                     if pacer.fill_error is not None:  # the lender failed while filling the slot
                         raise pacer.fill_error
                     if lent:
@@ -607,6 +617,25 @@ class PerformanceStage:
                     self.call_memory[role].append(rise)
                 opened[0] = None
         return around
+
+    def _judge_idle_cpu(self) -> None:
+        """Work while idle: a timing worker has no command while the other role's timing command runs, so its process
+        tree should use no CPU then. The candidate's worker using more than the reference's did while idle (the
+        parent's reading of both trees' CPU clocks), by more than ``IDLE_CPU_SLACK_MS`` or ``IDLE_CPU_SLACK_REL`` of
+        the time it was idle, is ``idle_work``: a thread or process that runs beside the reference's timing (it may
+        slow it: a shared CPU, launches onto a shared GPU) or does work outside every timed call's window, whatever
+        started it and however the candidate's process reports it. Recorded as ``timing_ms.idle_cpu``."""
+        idle = self.idle_cpu
+        if not (idle["candidate"][1] and idle["reference"][1]):
+            return
+        cpu = {role: round(idle[role][0], 3) for role in idle}
+        wall = {role: round(idle[role][1], 3) for role in idle}
+        allowed = cpu["reference"] + max(IDLE_CPU_SLACK_MS, IDLE_CPU_SLACK_REL * wall["candidate"])
+        flagged = cpu["candidate"] > allowed
+        self.draft.timing_ms["idle_cpu"] = {"cpu_ms": cpu, "idle_ms": wall, "allowed_ms": round(allowed, 3),
+                                            "flagged": flagged}
+        if flagged:
+            self.ev.see("idle_work")
 
     def _judge_call_memory(self) -> None:
         """The CPU's per-call memory rule: the candidate's median rise over a timed call above the reference's by

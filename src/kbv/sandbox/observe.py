@@ -13,6 +13,7 @@ import re
 import site
 import sys
 import sysconfig
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -100,6 +101,28 @@ def snapshot(pid: int | None) -> Snapshot | None:
     hwm = [h for h in (_kib(s.get("VmHWM")) for s in statuses) if h is not None]
     return Snapshot(processes=len(statuses), threads=threads, vm_hwm_bytes=max(hwm) if hwm else None,
                     cpus=_cpus(pids))
+
+
+_CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def cpu_ns(pid: int | None) -> int | None:
+    """CPU time a worker's tree has used so far, in nanoseconds: each process's CPU clock (every thread it has run,
+    ``clock_gettime`` on the process clock, nanosecond resolution) plus the children it has reaped (``cutime`` and
+    ``cstime`` of ``/proc/<pid>/stat``, in clock ticks). None where nothing can be read."""
+    if pid is None:
+        return None
+    total, seen = 0, False
+    for p in tree(pid):
+        try:
+            total += time.clock_gettime_ns(((~p) << 3) | 2)  # MAKE_PROCESS_CPUCLOCK(p, CPUCLOCK_SCHED)
+            with open(f"/proc/{p}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+            total += (int(fields[13]) + int(fields[14])) * 1_000_000_000 // _CLK_TCK
+            seen = True
+        except (OSError, ValueError, IndexError):
+            continue
+    return total if seen else None
 
 
 def _tasks(pids: list[int]) -> list[int]:
