@@ -70,7 +70,7 @@ DOCUMENTED = (
     "timed_alias_when_nonnegative", "timed_return_input", "ring_rewrite_kept", "ask_out_of_turn",
     "blind_integrity_changes", "blind_tamper_wire_split", "fallback_numpy_matmul", "profiled_call_numpy",
     "tamper_session_same", "timer_frames_precompute", "profiled_own_timed_torch", "memory_cmd_detect",
-    "timed_inplace_blind", "timer_frames_precompute_lent", "memory_scratch_except_measured",
+    "timed_inplace_blind", "timer_frames_precompute_lent", "memory_scratch_except_measured", "idle_spinner",
 )
 
 
