@@ -285,13 +285,8 @@ class PairContext:
             worker = Worker(self.spec(role, stage), deadline, on_close=lambda s: self.charge(stage, "process_exit", s))
         if charged:  # on a GPU the worker starts CUDA before its hello (kbv.worker.session.Session.warm)
             self.split_cuda_init(stage, {"cuda_init_s": worker.cuda_init_s}, "process_start")
-        if lender:
-            cpus = self.lender_cpus()
-            observe.pin(worker.pid, cpus)
-            self._sample(worker, cpus)
-            return worker
-        cpus = self.worker_cpus()
-        if cpus and observe.pin(worker.pid, cpus):
+        cpus = self.lender_cpus() if lender else self.worker_cpus()
+        if cpus and observe.pin(worker.pid, cpus) and not lender:
             self.draft.env.setdefault("resources", {"cpus": sorted(cpus),
                                                     "threads": self.options.resolved_threads(self.device)})
         self._sample(worker, cpus)

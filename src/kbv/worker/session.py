@@ -15,6 +15,7 @@ import threading
 import time
 import traceback
 from multiprocessing.connection import Connection
+from functools import partial
 from typing import Any, Callable
 
 import torch
@@ -545,10 +546,10 @@ class Session:
         """Reference role, as the lender: with ``check``, read the ``slot`` back first (what its borrower's last
         timed call did to its inputs and their bands, the ``excused`` inputs not compared: ``Lent.check``); with
         ``seed``, draw the next timed call's inputs and put them in the slot, its work done before the reply."""
-        lent = self.timed_lent.get(str(msg.get("slot", "candidate")))
+        slot = str(msg.get("slot", "candidate"))
+        lent = self.timed_lent.get(slot)
         if self.spec["role"] != "reference" or lent is None:
             raise RuntimeError("fill: no slot lent")
-        slot = str(msg.get("slot", "candidate"))
         excused = {i for i in msg.get("excused") or [] if type(i) is int}
         found = lent.check(excused) if msg.get("check") else None
         ahead = self.drawn_ahead.pop(slot, None)
@@ -560,9 +561,12 @@ class Session:
                 return {"check": found, "refill_error": str(exc)[:300]}
             following = msg.get("next")
             if isinstance(following, list) and len(following) == 2:  # LEND_PREDRAW: drawn once the answer is gone
-                nxt = (int(following[0]), str(following[1]))
-                self.after_reply = lambda: self.drawn_ahead.__setitem__(slot, (nxt, self._inputs(*nxt)))
+                self.after_reply = partial(self._draw_ahead, slot, (int(following[0]), str(following[1])))
         return {"check": found}
+
+    def _draw_ahead(self, slot: str, wanted: tuple[int, str]) -> None:
+        """Lender: draw ``wanted`` (seed, distribution), the next call's inputs for ``slot``, into this process only."""
+        self.drawn_ahead[slot] = (wanted, self._inputs(*wanted))
 
     def cmd_borrow_timed(self, msg: dict[str, Any]) -> dict[str, Any]:
         """Either role: map the slot the lender lent for this worker's timed inputs; its timed calls read views of
