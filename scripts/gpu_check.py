@@ -211,16 +211,23 @@ def stage_trace(out: Path, workers: int, n_eval: int, device: str = "cuda", size
 
 
 def stage_corpus(out: Path, workers: int, only: set[str] | None) -> None:
+    """The CUDA entries of the manifest, one batch per set of ``options`` an entry asks for (a defence not on by
+    default on this device, e.g. ``lend_timed``), into corpus.jsonl; corpus-ids.json maps each sample to its entry."""
     manifest = json.loads((ROOT / "tests" / "candidates" / "MANIFEST.json").read_text())
     entries = [e for e in manifest["entries"] if e.get("device") == "cuda" and not e.get("evaluated_in")
                and (only is None or e["id"] in only)]
     suite = {p.key: p for p in discover(builtin_suite_dir())}
-    pairs, ids = [], {}
+    ids: dict[int, str] = {}
+    batches: dict[str, list[Pair]] = {}
     for sample, entry in enumerate(entries):
-        pairs.append(Pair(suite[entry["problem"]], Candidate.from_path(ROOT / entry["file"], sample=sample)))
+        extra = json.dumps(entry.get("options") or {}, sort_keys=True)
+        batches.setdefault(extra, []).append(Pair(suite[entry["problem"]],
+                                                  Candidate.from_path(ROOT / entry["file"], sample=sample)))
         ids[sample] = entry["id"]
     (out / "corpus-ids.json").write_text(json.dumps(ids))
-    _run("corpus", pairs, EvalOptions(device="cuda", timeout=120, timing_pairs=1), out, workers)
+    for extra, pairs in batches.items():
+        _run("corpus", pairs, EvalOptions(device="cuda", timeout=120, timing_pairs=1, **json.loads(extra)), out,
+             workers)
 
 
 def stage_suite(out: Path, workers: int, levels: set[int] | None, timing_pairs: int | None,
