@@ -90,13 +90,48 @@ def _aliases(items: list[Any], inputs: list[Any]) -> list[list[int]]:
             for i, a in enumerate(inputs) if type(a) is _Tensor and _shares_storage(item["tensor"], a)]
 
 
-def _copied(out: Any, inputs: list[Any] | None = None) -> tuple[str, list[Any], list[list[int]]]:
-    """``_describe_output`` with every tensor copied now (what the call returned, whatever happens to it later),
-    and the outputs that share storage with ``inputs`` (``_aliases``)."""
+class KeptStore:
+    """Where the timed calls' kept output copies live on the CPU: carved from blocks of ``KEPT_BLOCK_BYTES``, each
+    its own mapping (above glibc's largest heap-served size), so the copies never sit in the heap between the
+    outputs the forward allocates and frees. Copies in the heap left each freed output a hole the next
+    (64-byte-aligned) output could not reuse, and a worker's resident set then rose by up to one more ring of
+    outputs at random, in either role (the whole timing stage's memory rule saw it as a held workspace). A copy
+    of ``KEPT_BLOCK_BYTES`` or more gets a block of its own; on a GPU copies are plain clones."""
+
+    def __init__(self) -> None:
+        self.block: Any = None
+        self.used = 0
+
+    def copy(self, tensor: Any) -> Any:
+        if tensor.device.type != "cpu" or tensor.layout is not torch.strided or tensor.is_quantized:
+            return _Tensor.clone(tensor, memory_format=torch.contiguous_format)
+        nbytes = int(_Tensor.numel(tensor)) * int(_Tensor.element_size(tensor))
+        size = (nbytes + 63) // 64 * 64  # every copy 64-byte aligned, as the allocator's own
+        if size >= KEPT_BLOCK_BYTES:
+            return _Tensor.clone(tensor, memory_format=torch.contiguous_format)  # mapped on its own already
+        if self.block is None or self.used + size > KEPT_BLOCK_BYTES:
+            self.block, self.used = torch.empty(KEPT_BLOCK_BYTES, dtype=torch.uint8), 0
+        view = self.block[self.used:self.used + nbytes].view(tensor.dtype).view(tuple(_Tensor.size(tensor)))
+        self.used += size
+        view.copy_(tensor)
+        return view
+
+    def clear(self) -> None:
+        self.block, self.used = None, 0
+
+
+KEPT_BLOCK_BYTES = 64 * 2**20  # above glibc's largest mmap threshold (32 MiB): each block is a mapping of its own
+
+
+def _copied(out: Any, inputs: list[Any] | None = None,
+            store: KeptStore | None = None) -> tuple[str, list[Any], list[list[int]]]:
+    """``_describe_output`` with every tensor copied now (what the call returned, whatever happens to it later;
+    into ``store`` where given), and the outputs that share storage with ``inputs`` (``_aliases``)."""
     structure, items = _describe_output(out)
     aliased = _aliases(items, inputs) if inputs else []
     # contiguous copies: the judge compares values, and digesting one costs the same whatever the output's layout
-    return structure, [dict(item, tensor=_Tensor.clone(item["tensor"], memory_format=torch.contiguous_format))
+    return structure, [dict(item, tensor=store.copy(item["tensor"]) if store is not None else
+                            _Tensor.clone(item["tensor"], memory_format=torch.contiguous_format))
                        if "tensor" in item else item for item in items], aliased
 
 
@@ -185,6 +220,7 @@ class Session:
         self.after_reply: Callable[[], None] | None = None
         self.loads: dict[int, int] = {}  # nanoseconds each call's draw and load took, by call index (one baseline)
         self.rings: dict[Any, list[Any]] = {}  # kept timed outputs until the parent draws the judged ones
+        self.kept_store = KeptStore()  # where their copies live on the CPU
         self.digest_ns = 0  # time spent digesting kept outputs (a diagnostic of the timing command's split)
         self.copy_ns = 0  # time spent copying kept outputs (the same)
         self.ask_ns = 0  # time spent waiting for the parent's answers (the same; set by main's ``ask``)
@@ -586,7 +622,7 @@ class Session:
 
         def keep(index: int, out: Any) -> None:
             t_copy = time.perf_counter_ns()
-            structure, copies, pairs = _copied(out, self.timing_inputs or [])
+            structure, copies, pairs = _copied(out, self.timing_inputs or [], self.kept_store)
             self.copy_ns += time.perf_counter_ns() - t_copy
             aliased.extend(p for p in pairs if p not in aliased)
             ring.append((index, structure, copies, out))
@@ -679,6 +715,7 @@ class Session:
             reply |= {"structure": hit[1], "outputs": hit[2]}
         if msg.get("drop", True):
             self.rings.clear()
+            self.kept_store.clear()
         return reply
 
     def cmd_drop(self, msg: dict[str, Any]) -> dict[str, Any]:
@@ -693,6 +730,7 @@ class Session:
                     if key in self.committed and commit.digest(copies) != self.committed[key]:
                         changed.append(list(key))
         self.rings.clear()
+        self.kept_store.clear()
         self.committed.clear()
         return {"changed_kept": changed[:CHANGED_KEPT_MAX]}
 
