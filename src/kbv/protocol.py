@@ -422,8 +422,11 @@ DEVICE_IN_USE_SLACK_BYTES: Final = 128 * 2**20
 # commands (the memory-measured call cannot be singled out of those), less the timed outputs each role was handed
 # inputs for and so keeps (on the CPU both roles keep every round's until the pair ends); the candidate's rise above
 # the reference's by more than this, or this share of the reference's, is memory_above_reference too. The reference
-# against itself differed by -24 to +18 MiB over two runs of the built-in suite on this project's CPU (2026-12-02).
-STAGE_MEMORY_SLACK_BYTES: Final = 48 * 2**20
+# against itself had differed by -24 to +18 MiB over two runs of the built-in suite on this project's CPU (2026-12-02),
+# and the honest C++ ReLU by up to 41 MiB: where glibc put the kept output copies (docs/results/cpu-2026-12-05-d).
+# With the copies in blocks of their own (kbv.worker.session.KeptStore) the roles were at most 4.2 MiB apart over the
+# suite and 2.1 MiB over ten runs of that ReLU, so the slack went from 48 MiB to this.
+STAGE_MEMORY_SLACK_BYTES: Final = 16 * 2**20
 STAGE_MEMORY_SLACK_REL: Final = 0.25
 # On the CPU the high-water mark above also sees the harness's own buffers between calls (estimate calls' outputs,
 # drawn inputs, copies of kept outputs), and where they peak together moves between processes of the same code: the

@@ -22,8 +22,8 @@ _integrity.Integrity.changes = lambda self: []
 _copied = _session._copied
 
 
-def _no_alias(out, inputs):
-    structure, copies, _ = _copied(out, inputs)
+def _no_alias(out, inputs, *rest):
+    structure, copies, _ = _copied(out, inputs, *rest)
     return structure, copies, []
 
 

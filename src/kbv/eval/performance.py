@@ -640,7 +640,7 @@ class PerformanceStage:
     def _judge_call_memory(self) -> None:
         """The CPU's per-call memory rule: the candidate's median rise over a timed call above the reference's by
         more than ``MEMORY_SLACK_BYTES`` or ``STAGE_MEMORY_SLACK_REL`` of it is ``memory_above_reference`` (a
-        workspace made and freed inside every call, which the whole stage's 48 MiB slack does not see). Recorded as
+        workspace made and freed inside every call, which the whole stage's slack does not see). Recorded as
         ``memory_bytes.timed_calls``."""
         calls = self.call_memory
         if self.ctx.device != "cpu" or not (calls["reference"] and calls["candidate"]):
