@@ -24,6 +24,50 @@ def test_without_nvml_there_is_no_figure(monkeypatch) -> None:
         devmem._library.cache_clear()
 
 
+def test_an_idle_workers_gpu_samples_are_counted_per_pid_after_the_given_time(monkeypatch) -> None:
+    """kbv.sandbox.devbusy: NVML's per-process utilisation samples since a moment (asked for their count, then
+    read), per wanted pid the samples naming it and its highest SM share; another process's samples not counted; no
+    sample since then (NVML's 'not found') is (0, 0); NVML missing or failing is None, never a made-up zero."""
+    from kbv.sandbox import devbusy
+
+    asked: list[int] = []
+
+    class Lib:
+        mode = "samples"
+
+        def nvmlDeviceGetCount_v2(self, count):
+            count._obj.value = 1
+            return 0
+
+        def nvmlDeviceGetHandleByIndex_v2(self, index, handle):
+            return 0
+
+        def nvmlDeviceGetProcessUtilization(self, handle, samples, n, after):
+            asked.append(after.value)
+            if self.mode == "none":
+                return 6  # NVML_ERROR_NOT_FOUND
+            if self.mode == "fail":
+                return 999
+            if samples is None:
+                n._obj.value = 3
+                return 7  # NVML_ERROR_INSUFFICIENT_SIZE
+            for i, (pid, sm) in enumerate([(11, 40), (11, 95), (99, 100)]):
+                samples[i].pid, samples[i].smUtil = pid, sm
+            n._obj.value = 3
+            return 0
+
+    lib = Lib()
+    monkeypatch.setattr(devbusy.devmem, "nvml", lambda: lib)
+    assert devbusy.busy([11, 12], 1700000000.5) == {11: (2, 95), 12: (0, 0)}
+    assert asked == [1700000000500000, 1700000000500000]  # microseconds, as NVML counts
+    lib.mode = "none"
+    assert devbusy.busy([11], 0.0) == {11: (0, 0)}
+    lib.mode = "fail"
+    assert devbusy.busy([11], 0.0) is None
+    monkeypatch.setattr(devbusy.devmem, "nvml", lambda: None)
+    assert devbusy.busy([11], 0.0) is None
+
+
 def test_a_figure_nvml_cannot_give_is_none(monkeypatch) -> None:
     """NVML's 'not available' value (a restricted container) is no figure, not 16 EiB held."""
     class Lib:
@@ -92,6 +136,38 @@ def test_a_childs_allocation_is_counted_by_the_parent() -> None:
             idle.communicate("")
     finally:
         child.communicate("")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_a_childs_kernels_after_its_reply_show_in_the_drivers_samples() -> None:
+    """The figure behind ``timing_ms.idle_gpu``: a child that answers, then keeps the GPU busy from a thread for
+    about two seconds, is named in the driver's utilisation samples taken after its answer, with SM use above zero;
+    one that answers and then only waits is not."""
+    from kbv.sandbox import devbusy
+
+    code = ("import torch, sys, threading, time; a = torch.randn(4096, 4096, device='cuda'); torch.cuda.synchronize(); "
+            "busy = sys.argv[1] == '1'\n"
+            "def spin():\n    end = time.time() + 2.0\n    while time.time() < end:\n        a @ a\n"
+            "    torch.cuda.synchronize()\n"
+            "print('ready', flush=True)\n"
+            "if busy:\n    threading.Thread(target=spin).start()\n"
+            "sys.stdin.read()")
+    seen = {}
+    for busy in ("1", "0"):
+        child = subprocess.Popen([sys.executable, "-c", code, busy], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 text=True)
+        try:
+            assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+            since = time.time()
+            time.sleep(2.0)
+            seen[busy] = devbusy.busy([child.pid], since)
+        finally:
+            child.communicate("")
+    assert seen["1"] is not None, "NVML's utilisation samples could not be read on a CUDA machine"
+    samples, most = seen["1"][list(seen["1"])[0]]
+    assert samples >= 1 and most > 0, seen
+    assert seen["0"] is not None and list(seen["0"].values())[0][1] == 0, seen
 
 
 def test_a_watch_keeps_each_processs_peak_and_their_largest_sum_at_one_sample() -> None:

@@ -315,6 +315,7 @@ class FakeWorker:
 def fake(monkeypatch: pytest.MonkeyPatch) -> type[FakeWorker]:
     monkeypatch.setattr(context_module, "Worker", FakeWorker)
     monkeypatch.setattr(performance.observe, "cpu_ns", lambda pid: None)  # fake pids: no process's clock is read
+    monkeypatch.setattr(performance.devbusy, "busy", lambda pids, since: None)  # nor the driver's samples
     FakeWorker.scripts = {}
     FakeWorker.budgets = []
     FakeWorker.closed = []
@@ -572,6 +573,44 @@ def _recorded_calls(fake: type[FakeWorker], events: list[tuple[str, str, float, 
         events.append((msg["cmd"], self.spec.role, t0, time.monotonic()))
         return reply
     return call, real_call
+
+
+def test_an_idle_workers_gpu_use_is_read_from_the_drivers_samples_and_recorded_only(fake, monkeypatch,
+                                                                                      tmp_path) -> None:
+    """Issue 12, rule 4: on a GPU the parent asks the driver (NVML's per-process utilisation samples,
+    kbv.sandbox.devbusy) how busy each role's worker kept the GPU while the other role was timed: kernels queued
+    before its last reply, or launched by a thread afterwards, run there unseen by its CPU clock. Recorded, per role,
+    the samples naming its processes and their highest SM share, over the commands read; it decides nothing until
+    honest pairs on the H200 set a margin."""
+    from kbv.eval import performance as perf_mod
+
+    pids = {"reference": 101, "candidate": 202}
+    asked: list[tuple[list[int], float]] = []
+
+    def busy(found: list[int], since: float) -> dict[int, tuple[int, int]]:
+        asked.append((list(found), since))
+        return {pid: ((2, 87) if pid == 202 else (1, 3)) for pid in found}
+
+    monkeypatch.setattr(perf_mod.observe, "tree", lambda pid: [pid])
+    monkeypatch.setattr(perf_mod.devbusy, "busy", busy)
+    monkeypatch.setattr(perf_mod.envinfo, "gpu_clocks", lambda gpu: None)
+    _fake_pids(monkeypatch, pids)
+    fake.scripts = {"reference": timing_script(1.0, 0.0), "candidate": timing_script(1.0, 0.0)}
+    problem = load_problem(problem_path("level1/5_ReLU"))
+    cand = tmp_path / "cand.py"
+    cand.write_text("class ModelNew: pass\n")
+    ctx = PairContext(problem, Candidate.from_path(cand), EvalOptions(device="cpu", sandbox="off", timing_pairs=1,
+                                                                      protocol="verified", sample_workers=False),
+                      "cuda", gpu=0)
+    before = time.time()
+    performance.PerformanceStage(ctx).run()
+    idle = ctx.draft.timing_ms["idle_gpu"]
+    commands = idle["commands"]
+    assert commands["candidate"] >= 1 and commands["reference"] >= 1  # each read while the other role was timed
+    assert idle["samples"] == {"candidate": 2 * commands["candidate"], "reference": commands["reference"]}
+    assert idle["max_sm_percent"] == {"candidate": 87, "reference": 3} and idle["flagged"] is None
+    assert all(since >= before for _, since in asked) and {p for found, _ in asked for p in found} == {101, 202}
+    assert "idle_work" not in ctx.evidence.observed  # recorded only
 
 
 @pytest.mark.parametrize("worker_says, driver_says, flagged", [  # (candidate, reference) bytes

@@ -34,7 +34,7 @@ from kbv.protocol import (
     STAGE_MEMORY_SLACK_REL, STAGE_MEMORY_TRANSIENT_OUTPUTS, DISTRIBUTIONS, JUDGED_TIMED_BYTES_PER_PAIR, JUDGED_TIMED_CALLS_PER_PAIR, MEMORY_SLACK_BYTES,
     REFERENCE_DRIFT_MAX, REFERENCE_REMEASURE_TRIALS, RING_BYTES, RING_DEVICE_FRACTION, TIMED_DISTRIBUTION_WEIGHTS, TIMING_ROUNDS, TIMING_RULES, TIMING_TRUNCATE_FACTOR, timed_call,
 )
-from kbv.sandbox import devmem, launch, observe
+from kbv.sandbox import devbusy, devmem, launch, observe
 from kbv.sandbox.launch import Worker, WorkerFailure
 
 _READER = ThreadPoolExecutor(max_workers=4, thread_name_prefix="kbv-gpu-clocks")  # readings of GPU clocks
@@ -145,6 +145,9 @@ class PerformanceStage:
         # per role, the CPU time its timing worker used while the other role's timing command ran (it has no command
         # then: idle), and that command's wall time, in milliseconds, read by the parent (``observe.cpu_ns``)
         self.idle_cpu: dict[str, list[float]] = {"reference": [0.0, 0.0], "candidate": [0.0, 0.0]}
+        # on a GPU: per role, the driver's utilisation samples of its worker while the other role was timed
+        # (count, most SM %, commands read over), or None once NVML could not be asked (timing_ms.idle_gpu)
+        self.idle_gpu: dict[str, list[int]] | None = {"reference": [0, 0, 0], "candidate": [0, 0, 0]}
         # the memory-measured calls' inputs, the same for both roles: what drawing them leaves held (a distribution
         # whose draw makes a temporary of the inputs' size) differs between distributions, and on the H200 roles
         # drawn from different keys held 17.9 against 9.36 GB on level1/4's 8 GiB input (h200-2026-12-03)
@@ -424,6 +427,7 @@ class PerformanceStage:
         self._judge_stage_memory()
         self._judge_call_memory()
         self._judge_idle_cpu()
+        self._record_idle_gpu()
 
     def _time_pair(self, reference: Worker, candidate: Worker, pair_index: int, cached: dict[str, Any], seed: int,
                    share: float, deadline: float, samples: Samples, warmups: dict[str, dict[str, int]],
@@ -476,6 +480,7 @@ class PerformanceStage:
                         pacer.around = self._call_memory(role)
                     other = roles[1] if role == roles[0] else roles[0]
                     idle_from = observe.cpu_ns(workers[other].pid)  # the other role's worker, idle meanwhile
+                    busy_from = time.time()
                     t0 = time.monotonic()
                     reply = self._call(workers[role], role, msg, deadline, pacer)
                     elapsed_ms = (time.monotonic() - t0) * 1e3
@@ -483,6 +488,8 @@ class PerformanceStage:
                     if idle_from is not None and idle_to is not None:
                         self.idle_cpu[other][0] += (idle_to - idle_from) / 1e6
                         self.idle_cpu[other][1] += elapsed_ms
+                    if self.ctx.device != "cpu":
+                        self._note_idle_gpu(other, workers[other].pid, busy_from)
                     if pacer.fill_error is not None:  # the lender failed while filling the slot
                         raise pacer.fill_error
                     if lent:
@@ -636,6 +643,35 @@ class PerformanceStage:
                                             "flagged": flagged}
         if flagged:
             self.ev.see("idle_work")
+
+    def _note_idle_gpu(self, role: str, pid: int | None, since: float) -> None:
+        """After one of the other role's timing commands: the driver's utilisation samples of ``role``'s worker
+        tree since it started (``kbv.sandbox.devbusy``), added to the role's count and highest SM share."""
+        if self.idle_gpu is None or pid is None:
+            return
+        found = devbusy.busy(observe.tree(pid), since)
+        if found is None:
+            self.idle_gpu = None
+            return
+        figures = self.idle_gpu[role]
+        for samples, most in found.values():
+            figures[0] += samples
+            figures[1] = max(figures[1], most)
+        figures[2] += 1
+
+    def _record_idle_gpu(self) -> None:
+        """GPU work while idle (``timing_ms.idle_gpu``): per role, how many of the driver's utilisation samples
+        named its worker's processes while the other role was timed, and the most SM share among them. Kernels a
+        worker queued before its last reply, or a thread of it launched afterwards, run beside the other role's
+        timed calls and may slow them; its CPU clock (``idle_work``) does not show them. Recorded only: the
+        driver samples about six times a second, and what honest pairs show must be measured on the H200 before
+        this decides anything (``flagged`` stays None)."""
+        if self.ctx.device == "cpu" or self.idle_gpu is None or not self.idle_gpu["candidate"][2]:
+            return
+        self.draft.timing_ms["idle_gpu"] = {"samples": {r: v[0] for r, v in self.idle_gpu.items()},
+                                            "max_sm_percent": {r: v[1] for r, v in self.idle_gpu.items()},
+                                            "commands": {r: v[2] for r, v in self.idle_gpu.items()},
+                                            "flagged": None}
 
     def _judge_call_memory(self) -> None:
         """The CPU's per-call memory rule: the candidate's median rise over a timed call above the reference's by

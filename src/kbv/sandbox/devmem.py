@@ -46,6 +46,15 @@ def available() -> bool:
     return _library() is not None
 
 
+def nvml() -> ctypes.CDLL | None:
+    """NVML, initialised once per process (shared with ``kbv.sandbox.devbusy``); None without it."""
+    loaded = _library()
+    return loaded[0] if loaded is not None else None
+
+
+LOCK = _LOCK  # hold it around any NVML query
+
+
 def entries(pids: Iterable[int]) -> list[tuple[int, int]] | None:
     """NVML's compute-process entries of ``pids`` on every GPU, as listed: (pid, bytes), one per entry (a pid may be
     listed more than once: once per GPU, and as the driver sees fit); None where NVML cannot be asked or reports no
