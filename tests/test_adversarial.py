@@ -364,6 +364,20 @@ def test_a_workspace_hidden_from_the_memory_command_is_seen_over_the_timing_stag
     assert record.verdict == "correct" and "memory_above_reference" not in record.flags, record.flags
 
 
+def test_a_workspace_under_the_old_slack_is_seen_over_the_timing_stage(corpus, monkeypatch) -> None:
+    """Issue 12, rule 4: a 24 MiB workspace made outside the memory command and kept is above the whole stage's
+    16 MiB slack (48 MiB until the kept output copies left glibc's heap, docs/results/cpu-2026-12-05-d). With the
+    old slack the same candidate gets no memory flag."""
+    from kbv.eval import performance as perf_mod
+
+    stage = corpus["memory_held_24mib"]["memory_bytes"]["timing_stage"]
+    assert stage["flagged"] and stage["compared"]["candidate"] - stage["compared"]["reference"] >= 16 * 2**20, stage
+    monkeypatch.setattr(perf_mod, "STAGE_MEMORY_SLACK_BYTES", 48 * 2**20)
+    entry = next(e for e in ENTRIES if e["id"] == "memory_held_24mib")
+    record = evaluate(problem_path(entry["problem"]), ROOT / entry["file"], EvalOptions(**OPTIONS[("cpu", "fast")]))
+    assert record.verdict == "correct" and "memory_above_reference" not in record.flags, record.flags
+
+
 def test_work_while_idle_is_seen_from_the_workers_cpu_clock(corpus, monkeypatch) -> None:
     """Issue 12, rule 4: a candidate whose thread (started through ``_thread``, so no ``threading`` record and no
     growth after its first call) spins whenever the reference is timed leaves every in-worker check and every timed
