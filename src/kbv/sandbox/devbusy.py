@@ -38,13 +38,10 @@ def busy(pids: Iterable[int], since: float) -> dict[int, tuple[int, int]] | None
     wanted = {int(p): (0, 0) for p in pids}
     after = ctypes.c_ulonglong(int(since * 1e6))
     with devmem.LOCK:
-        count = ctypes.c_uint()
-        if lib.nvmlDeviceGetCount_v2(ctypes.byref(count)) != _NVML_SUCCESS:
+        handles = devmem.device_handles(lib)
+        if handles is None:
             return None
-        for index in range(count.value):
-            handle = ctypes.c_void_p()
-            if lib.nvmlDeviceGetHandleByIndex_v2(index, ctypes.byref(handle)) != _NVML_SUCCESS:
-                return None
+        for handle in handles:
             n = ctypes.c_uint(0)
             status = lib.nvmlDeviceGetProcessUtilization(handle, None, ctypes.byref(n), after)
             if status == _NVML_ERROR_NOT_FOUND or (status == _NVML_SUCCESS and n.value == 0):

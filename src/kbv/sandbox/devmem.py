@@ -55,6 +55,20 @@ def nvml() -> ctypes.CDLL | None:
 LOCK = _LOCK  # hold it around any NVML query
 
 
+def device_handles(lib: ctypes.CDLL) -> list[ctypes.c_void_p] | None:
+    """NVML's handle of every GPU (under ``LOCK``); None where it cannot list them."""
+    count = ctypes.c_uint()
+    if lib.nvmlDeviceGetCount_v2(ctypes.byref(count)) != _NVML_SUCCESS:
+        return None
+    handles = []
+    for index in range(count.value):
+        handle = ctypes.c_void_p()
+        if lib.nvmlDeviceGetHandleByIndex_v2(index, ctypes.byref(handle)) != _NVML_SUCCESS:
+            return None
+        handles.append(handle)
+    return handles
+
+
 def entries(pids: Iterable[int]) -> list[tuple[int, int]] | None:
     """NVML's compute-process entries of ``pids`` on every GPU, as listed: (pid, bytes), one per entry (a pid may be
     listed more than once: once per GPU, and as the driver sees fit); None where NVML cannot be asked or reports no
@@ -66,13 +80,10 @@ def entries(pids: Iterable[int]) -> list[tuple[int, int]] | None:
     wanted = {int(p) for p in pids}
     found: list[tuple[int, int]] = []
     with _LOCK:
-        count = ctypes.c_uint()
-        if lib.nvmlDeviceGetCount_v2(ctypes.byref(count)) != _NVML_SUCCESS:
+        handles = device_handles(lib)
+        if handles is None:
             return None
-        for index in range(count.value):
-            handle = ctypes.c_void_p()
-            if lib.nvmlDeviceGetHandleByIndex_v2(index, ctypes.byref(handle)) != _NVML_SUCCESS:
-                return None
+        for handle in handles:
             infos = (_ProcessInfo * _MAX_PROCESSES)()
             n = ctypes.c_uint(_MAX_PROCESSES)
             status = query(handle, ctypes.byref(n), infos)
