@@ -12,6 +12,9 @@ exactly as ``kbv eval`` builds. Then the same candidates are built again (every 
 median cost of a cached build), and finally two runners build one fresh candidate at the same time (both must
 succeed: concurrent builds of one source never collide). Writes ``<out>/build_rate.json``.
 
+Each cold build's steps are read from its ``.ninja_log`` (nvcc on the CUDA source, the C++ half, the link: ``steps``
+in the summary), to show where a build's time goes.
+
 ``--pch on`` builds the precompiled ``torch/extension.h`` first (``kbv.eval.pch``; its time is reported apart, as
 a one-off per toolchain) so every build is offered it; ``--pch off`` builds without it; ``auto`` is kbv's default.
 """
@@ -34,6 +37,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from kbv import envinfo  # noqa: E402
 from kbv.eval import EvalOptions, pch  # noqa: E402
 from kbv.eval.runner import build_candidates  # noqa: E402
+from kbv.eval.workspace import build_folders  # noqa: E402
 from kbv.problems import builtin_suite_dir, load_problem  # noqa: E402
 from kbv.problems.candidates import Candidate, Pair  # noqa: E402
 
@@ -79,6 +83,26 @@ def build(paths: list[Path], options: EvalOptions, workers: int) -> tuple[float,
     return time.monotonic() - t0, results
 
 
+def ninja_steps(paths: list[Path], device: str, cache_dir: Path) -> dict[str, dict[str, float]]:
+    """Where the cold builds' time went, from each build's ``.ninja_log`` (its last entry per output): per kind of
+    step (``cuda.cuda.o``: nvcc on the CUDA source; ``main.o``: the C++ half, torch's headers and pybind11; ``.so``:
+    the link) the steps seen and the median and total seconds of one step."""
+    steps: dict[str, list[float]] = {}
+    for path in paths:
+        for folder in build_folders(Candidate.from_path(path), device, cache_dir):
+            for log in folder.glob("torch_extensions/*/.ninja_log"):
+                last: dict[str, float] = {}
+                for line in log.read_text().splitlines()[1:]:
+                    parts = line.split("\t")
+                    if len(parts) == 5:
+                        last[parts[3]] = (int(parts[1]) - int(parts[0])) / 1e3
+                for output, seconds in last.items():
+                    kind = ".so" if output.endswith(".so") else output
+                    steps.setdefault(kind, []).append(seconds)
+    return {kind: {"steps": len(v), "median_s": round(statistics.median(v), 2), "total_s": round(sum(v), 1)}
+            for kind, v in sorted(steps.items())}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--device", default="auto")
@@ -107,6 +131,8 @@ def main() -> int:
     usage = {k: sum((r.headers or {}).get(k, 0) for r in cold.values()) for k in ("used", "not_used")}
     print(f"cold: {len(cold)} builds, {len(failed)} failed, {cold_s:.1f} s, "
           f"{60 * len(cold) / cold_s:.1f} builds/min ({workers} at a time)", flush=True)
+    steps = ninja_steps(paths, device, options.cache_dir)
+    print(f"steps: {steps}", flush=True)
 
     warm = []
     for path in paths[: min(8, len(paths))]:  # one at a time: the cost of one cached build
@@ -128,7 +154,7 @@ def main() -> int:
     summary = {"device": device, "cpus": envinfo.cpu_count(), "workers": workers, "builds": len(cold),
                "failed": failed, "cold_seconds": round(cold_s, 2),
                "builds_per_minute": round(60 * len(cold) / cold_s, 2),
-               "pch": args.pch, "precompiled_headers": headers, "extensions_with_headers": usage,
+               "pch": args.pch, "precompiled_headers": headers, "steps": steps, "extensions_with_headers": usage,
                "cached_median_s": round(statistics.median(warm), 3), "cached_max_s": round(max(warm), 3),
                "concurrent_same_source": {"runners": len(both), "failed": collided,
                                           "seconds": [round(s, 2) for s, _ in both]}}

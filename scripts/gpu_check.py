@@ -312,7 +312,8 @@ def stage_builds(out: Path, args: argparse.Namespace) -> None:
         with log_path.open("w") as log:
             try:
                 subprocess.run([sys.executable, str(ROOT / "benchmarks" / "build_rate.py"), "--device", "cuda",
-                                "--n", str(args.builds_n), "--pch", mode, "--out", str(out / f"builds-pch-{mode}")],
+                                "--n", str(args.builds_n), "--pch", mode, "--workers", str(args.builds_workers),
+                                "--out", str(out / f"builds-pch-{mode}")],
                                stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, timeout=600,
                                env={**os.environ, "KBV_CACHE_DIR": tempfile.mkdtemp(prefix=f"kbv-builds-{mode}-")})
             except subprocess.TimeoutExpired:
@@ -440,6 +441,8 @@ def main() -> int:
     ap.add_argument("--bench-ids", default=None, help="bench: the reward batch's problems as id ranges per level, "
                     "e.g. 1:1-30,2:1-20 (the custom kernels of benchmarks/kernels where they exist, else the reference)")
     ap.add_argument("--builds-n", type=int, default=16, help="builds: distinct CUDA candidates to build")
+    ap.add_argument("--builds-workers", type=int, default=0,
+                    help="builds: concurrent builds (0: build_rate.py's default, the cores / 2)")
     ap.add_argument("--builds-pch", default="on,off",
                     help="builds: with the precompiled torch/extension.h (on: built first, timed apart), without "
                          "(off), or both in turn (on,off)")

@@ -162,6 +162,9 @@ def test_a_childs_kernels_after_its_reply_show_in_the_drivers_samples() -> None:
             since = time.time()
             time.sleep(2.0)
             seen[busy] = devbusy.busy([child.pid], since)
+            if busy == "1":  # each sample's time is its own, after the moment asked for
+                timed = devbusy.samples([child.pid], since)
+                assert timed and all(pid == child.pid and 0 <= offset < 10 for pid, offset, _ in timed), timed
         finally:
             child.communicate("")
     assert seen["1"] is not None, "NVML's utilisation samples could not be read on a CUDA machine"

@@ -315,7 +315,7 @@ class FakeWorker:
 def fake(monkeypatch: pytest.MonkeyPatch) -> type[FakeWorker]:
     monkeypatch.setattr(context_module, "Worker", FakeWorker)
     monkeypatch.setattr(performance.observe, "cpu_ns", lambda pid: None)  # fake pids: no process's clock is read
-    monkeypatch.setattr(performance.devbusy, "busy", lambda pids, since: None)  # nor the driver's samples
+    monkeypatch.setattr(performance.devbusy, "samples", lambda pids, since: None)  # nor the driver's samples
     FakeWorker.scripts = {}
     FakeWorker.budgets = []
     FakeWorker.closed = []
@@ -587,12 +587,12 @@ def test_an_idle_workers_gpu_use_is_read_from_the_drivers_samples_and_recorded_o
     pids = {"reference": 101, "candidate": 202}
     asked: list[tuple[list[int], float]] = []
 
-    def busy(found: list[int], since: float) -> dict[int, tuple[int, int]]:
+    def samples(found: list[int], since: float) -> list[tuple[int, float, int]]:
         asked.append((list(found), since))
-        return {pid: ((2, 87) if pid == 202 else (1, 3)) for pid in found}
+        return [x for pid in found for x in ([(pid, 0.05, 0), (pid, 0.2, 87)] if pid == 202 else [(pid, 0.01, 3)])]
 
     monkeypatch.setattr(perf_mod.observe, "tree", lambda pid: [pid])
-    monkeypatch.setattr(perf_mod.devbusy, "busy", busy)
+    monkeypatch.setattr(perf_mod.devbusy, "samples", samples)
     monkeypatch.setattr(perf_mod.envinfo, "gpu_clocks", lambda gpu: None)
     _fake_pids(monkeypatch, pids)
     fake.scripts = {"reference": timing_script(1.0, 0.0), "candidate": timing_script(1.0, 0.0)}
@@ -609,6 +609,10 @@ def test_an_idle_workers_gpu_use_is_read_from_the_drivers_samples_and_recorded_o
     assert commands["candidate"] >= 1 and commands["reference"] >= 1  # each read while the other role was timed
     assert idle["samples"] == {"candidate": 2 * commands["candidate"], "reference": commands["reference"]}
     assert idle["max_sm_percent"] == {"candidate": 87, "reference": 3} and idle["flagged"] is None
+    busy = idle["busy_samples"]  # each sample that saw SM use: [ms after the other role's command began, SM %, its ms]
+    assert [b[:2] for b in busy["candidate"]] == [[200.0, 87]] * commands["candidate"], busy
+    assert [b[:2] for b in busy["reference"]] == [[10.0, 3]] * commands["reference"] and all(
+        b[2] >= 0 for b in busy["candidate"] + busy["reference"]), busy
     assert all(since >= before for _, since in asked) and {p for found, _ in asked for p in found} == {101, 202}
     assert "idle_work" not in ctx.evidence.observed  # recorded only
 

@@ -213,6 +213,9 @@ REJECTING_FLAGS: Final = frozenset({"input_mutated", "output_aliases_input", "ta
 # of this many milliseconds over the stage and this share of the time it was idle.
 IDLE_CPU_SLACK_MS: Final = 25.0
 IDLE_CPU_SLACK_REL: Final = 0.05
+# On a GPU, the driver's utilisation samples that saw SM use by a timing worker while the other role was timed are
+# kept in the record (``timing_ms.idle_gpu.busy_samples``), up to this many per role: recorded only (no rule yet).
+IDLE_GPU_KEPT_SAMPLES: Final = 64
 
 # Flags that make a correct kernel "rejected" only under --strict-precision.
 PRECISION_FLAGS: Final = frozenset({"low_precision"})

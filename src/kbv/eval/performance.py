@@ -30,7 +30,7 @@ from kbv.eval.refcache import ReferenceTimingCache, cache_key
 from kbv.protocol import (
     BURST_DEVICE_BOUND, BURST_INPUT_SETS, BURST_MAX_CALLS, BURST_MAX_WALL_OVER_TIMED, BURST_MAX_WALL_SPEEDUP, BURST_MIN_CLAIM, BURST_MIN_CLAIM_CPU,
     BURST_TARGET_MS, CHANGED_KEPT_MAX, FIRST_TIMED_CALL, LENT_CHECKS_KEPT,
-    CPU_MEMORY_REPEATS, IDLE_CPU_SLACK_MS, IDLE_CPU_SLACK_REL, LEND_PREDRAW, DEVICE_IN_USE_SLACK_BYTES, DEVICE_IN_USE_SLACK_REL, STAGE_MEMORY_SLACK_BYTES,
+    CPU_MEMORY_REPEATS, IDLE_CPU_SLACK_MS, IDLE_CPU_SLACK_REL, IDLE_GPU_KEPT_SAMPLES, LEND_PREDRAW, DEVICE_IN_USE_SLACK_BYTES, DEVICE_IN_USE_SLACK_REL, STAGE_MEMORY_SLACK_BYTES,
     STAGE_MEMORY_SLACK_REL, STAGE_MEMORY_TRANSIENT_OUTPUTS, DISTRIBUTIONS, JUDGED_TIMED_BYTES_PER_PAIR, JUDGED_TIMED_CALLS_PER_PAIR, MEMORY_SLACK_BYTES,
     REFERENCE_DRIFT_MAX, REFERENCE_REMEASURE_TRIALS, RING_BYTES, RING_DEVICE_FRACTION, TIMED_DISTRIBUTION_WEIGHTS, TIMING_ROUNDS, TIMING_RULES, TIMING_TRUNCATE_FACTOR, timed_call,
 )
@@ -146,8 +146,10 @@ class PerformanceStage:
         # then: idle), and that command's wall time, in milliseconds, read by the parent (``observe.cpu_ns``)
         self.idle_cpu: dict[str, list[float]] = {"reference": [0.0, 0.0], "candidate": [0.0, 0.0]}
         # on a GPU: per role, the driver's utilisation samples of its worker while the other role was timed
-        # (count, most SM %, commands read over), or None once NVML could not be asked (timing_ms.idle_gpu)
-        self.idle_gpu: dict[str, list[int]] | None = {"reference": [0, 0, 0], "candidate": [0, 0, 0]}
+        # samples, most SM %, commands read over and the samples that saw SM use; None once NVML could not be
+        # asked (timing_ms.idle_gpu)
+        self.idle_gpu: dict[str, dict[str, Any]] | None = {
+            role: {"samples": 0, "max_sm": 0, "commands": 0, "busy": []} for role in ("reference", "candidate")}
         # the memory-measured calls' inputs, the same for both roles: what drawing them leaves held (a distribution
         # whose draw makes a temporary of the inputs' size) differs between distributions, and on the H200 roles
         # drawn from different keys held 17.9 against 9.36 GB on level1/4's 8 GiB input (h200-2026-12-03)
@@ -489,7 +491,7 @@ class PerformanceStage:
                         self.idle_cpu[other][0] += (idle_to - idle_from) / 1e6
                         self.idle_cpu[other][1] += elapsed_ms
                     if self.ctx.device != "cpu":
-                        self._note_idle_gpu(other, workers[other].pid, busy_from)
+                        self._note_idle_gpu(other, workers[other].pid, busy_from, elapsed_ms)
                     if pacer.fill_error is not None:  # the lender failed while filling the slot
                         raise pacer.fill_error
                     if lent:
@@ -644,34 +646,41 @@ class PerformanceStage:
         if flagged:
             self.ev.see("idle_work")
 
-    def _note_idle_gpu(self, role: str, pid: int | None, since: float) -> None:
-        """After one of the other role's timing commands: the driver's utilisation samples of ``role``'s worker
-        tree since it started (``kbv.sandbox.devbusy``), added to the role's count and highest SM share."""
+    def _note_idle_gpu(self, role: str, pid: int | None, since: float, elapsed_ms: float) -> None:
+        """After one of the other role's timing commands (``elapsed_ms`` long, begun at ``since``): the driver's
+        utilisation samples of ``role``'s worker tree since then (``kbv.sandbox.devbusy``), added to the role's
+        count and highest SM share; each sample that saw SM use kept (up to ``IDLE_GPU_KEPT_SAMPLES``) as
+        [ms after ``since``, SM percent, the command's ms], to tell a sample that covers the worker's own previous
+        command (the driver's period is about a sixth of a second) from one wholly inside its idle time."""
         if self.idle_gpu is None or pid is None:
             return
-        found = devbusy.busy(observe.tree(pid), since)
+        found = devbusy.samples(observe.tree(pid), since)
         if found is None:
             self.idle_gpu = None
             return
         figures = self.idle_gpu[role]
-        for samples, most in found.values():
-            figures[0] += samples
-            figures[1] = max(figures[1], most)
-        figures[2] += 1
+        for _, offset, sm in found:
+            figures["samples"] += 1
+            figures["max_sm"] = max(figures["max_sm"], sm)
+            if sm > 0 and len(figures["busy"]) < IDLE_GPU_KEPT_SAMPLES:
+                figures["busy"].append([round(offset * 1e3, 1), sm, round(elapsed_ms, 1)])
+        figures["commands"] += 1
 
     def _record_idle_gpu(self) -> None:
         """GPU work while idle (``timing_ms.idle_gpu``): per role, how many of the driver's utilisation samples
-        named its worker's processes while the other role was timed, and the most SM share among them. Kernels a
-        worker queued before its last reply, or a thread of it launched afterwards, run beside the other role's
-        timed calls and may slow them; its CPU clock (``idle_work``) does not show them. Recorded only: the
-        driver samples about six times a second, and what honest pairs show must be measured on the H200 before
-        this decides anything (``flagged`` stays None)."""
-        if self.ctx.device == "cpu" or self.idle_gpu is None or not self.idle_gpu["candidate"][2]:
+        named its worker's processes while the other role was timed, the most SM share among them and the samples
+        that saw SM use (``busy_samples``). Kernels a worker queued before its last reply, or a thread of it
+        launched afterwards, run beside the other role's timed calls and may slow them; its CPU clock
+        (``idle_work``) does not show them. Recorded only: the driver samples about six times a second, and what
+        honest pairs show must be measured on the H200 before this decides anything (``flagged`` stays None)."""
+        if self.ctx.device == "cpu" or self.idle_gpu is None or not self.idle_gpu["candidate"]["commands"]:
             return
-        self.draft.timing_ms["idle_gpu"] = {"samples": {r: v[0] for r, v in self.idle_gpu.items()},
-                                            "max_sm_percent": {r: v[1] for r, v in self.idle_gpu.items()},
-                                            "commands": {r: v[2] for r, v in self.idle_gpu.items()},
-                                            "flagged": None}
+        self.draft.timing_ms["idle_gpu"] = {
+            "samples": {r: v["samples"] for r, v in self.idle_gpu.items()},
+            "max_sm_percent": {r: v["max_sm"] for r, v in self.idle_gpu.items()},
+            "commands": {r: v["commands"] for r, v in self.idle_gpu.items()},
+            "busy_samples": {r: v["busy"] for r, v in self.idle_gpu.items()},
+            "flagged": None}
 
     def _judge_call_memory(self) -> None:
         """The CPU's per-call memory rule: the candidate's median rise over a timed call above the reference's by

@@ -1,8 +1,9 @@
 """How busy each process kept a GPU, read by the parent from NVML's per-process utilisation samples, not by the
 worker.
 
-``busy(pids, since)`` returns, per pid, how many of the driver's samples taken after ``since`` (seconds since the
-epoch) name it, and the highest share of the GPU's streaming multiprocessors it used in any of them. The parent asks
+``samples(pids, since)`` lists the driver's samples taken after ``since`` (seconds since the epoch) that name one of
+``pids``, each with its time after ``since`` and its SM share; ``busy(pids, since)`` counts them per pid, with the
+highest share of the GPU's streaming multiprocessors in any of them. The parent asks
 this for a timing worker that has no command while the other role is timed: kernels it queued before its last
 reply, or that a thread of it launches afterwards, run on the GPU beside the other role's timed calls (a stopped or
 idle process's kernels still run), which its CPU clock (``idle_work``) does not show. The driver samples at its own
@@ -29,14 +30,15 @@ class _Sample(ctypes.Structure):
                 ("memUtil", ctypes.c_uint), ("encUtil", ctypes.c_uint), ("decUtil", ctypes.c_uint)]
 
 
-def busy(pids: Iterable[int], since: float) -> dict[int, tuple[int, int]] | None:
-    """Per pid of ``pids``: (samples after ``since`` naming it, the most SM utilisation in percent among them), over
-    every GPU; (0, 0) for a pid no sample names. None where NVML cannot be asked."""
+def samples(pids: Iterable[int], since: float) -> list[tuple[int, float, int]] | None:
+    """The driver's samples taken after ``since`` that name a pid of ``pids``, over every GPU: (pid, seconds from
+    ``since`` to the sample's timestamp, SM utilisation in percent). None where NVML cannot be asked."""
     lib = devmem.nvml()
     if lib is None:
         return None
-    wanted = {int(p): (0, 0) for p in pids}
+    wanted = {int(p) for p in pids}
     after = ctypes.c_ulonglong(int(since * 1e6))
+    found: list[tuple[int, float, int]] = []
     with devmem.LOCK:
         handles = devmem.device_handles(lib)
         if handles is None:
@@ -48,14 +50,26 @@ def busy(pids: Iterable[int], since: float) -> dict[int, tuple[int, int]] | None
                 continue
             if status not in (_NVML_SUCCESS, _NVML_ERROR_INSUFFICIENT_SIZE):
                 return None
-            samples = (_Sample * max(1, n.value))()
-            status = lib.nvmlDeviceGetProcessUtilization(handle, samples, ctypes.byref(n), after)
+            buffer = (_Sample * max(1, n.value))()
+            status = lib.nvmlDeviceGetProcessUtilization(handle, buffer, ctypes.byref(n), after)
             if status == _NVML_ERROR_NOT_FOUND:
                 continue
             if status != _NVML_SUCCESS:
                 return None
-            for sample in samples[:n.value]:
-                if sample.pid in wanted:
-                    seen, most = wanted[sample.pid]
-                    wanted[sample.pid] = (seen + 1, max(most, int(sample.smUtil)))
+            found += [(int(x.pid), x.timeStamp / 1e6 - since, int(x.smUtil)) for x in buffer[:n.value]
+                      if x.pid in wanted]
+    return found
+
+
+def busy(pids: Iterable[int], since: float) -> dict[int, tuple[int, int]] | None:
+    """Per pid of ``pids``: (samples after ``since`` naming it, the most SM utilisation in percent among them), over
+    every GPU; (0, 0) for a pid no sample names. None where NVML cannot be asked."""
+    pids = [int(p) for p in pids]
+    found = samples(pids, since)
+    if found is None:
+        return None
+    wanted = {p: (0, 0) for p in pids}
+    for pid, _, sm in found:
+        seen, most = wanted[pid]
+        wanted[pid] = (seen + 1, max(most, sm))
     return wanted
