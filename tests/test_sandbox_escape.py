@@ -187,12 +187,18 @@ def _evaluator_decoys(tmp_path: Path) -> tuple[Path, list[Path]]:
     return problem, files + [key]
 
 
+# the escape tests run on the CPU everywhere and, in ``pytest -m gpu``, on CUDA: a CUDA worker's sandbox keeps each
+# layer only where the probe finds CUDA working under it (kbv.sandbox.probe), so it is checked there too
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
+
+
 @needs_sandbox
-def test_a_candidate_reaches_nothing_outside_its_worker(open_dir: Path, monkeypatch) -> None:
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_candidate_reaches_nothing_outside_its_worker(open_dir: Path, monkeypatch, device: str) -> None:
     """The launcher (old fork-server address, every unix socket it can list, inherited descriptors, its parent),
     the parent's credentials, evaluator-side files (a suite's evaluator folder, the shipped suites', another build,
     the reference timings, the record key) and the system calls on the deny-list: the candidate raises, naming
-    them, if it reached any. What the worker achieved is recorded."""
+    them, if it reached any. What the worker achieved is recorded: on either device every layer."""
     from kbv.eval import EvalOptions, evaluate
 
     for name, value in SECRETS.items():
@@ -200,7 +206,7 @@ def test_a_candidate_reaches_nothing_outside_its_worker(open_dir: Path, monkeypa
     problem, files = _evaluator_decoys(open_dir)
     marker = open_dir / "escaped"
     open_dir.chmod(0o777)
-    record = evaluate(problem, _escape_candidate(open_dir, marker, files), EvalOptions(device="cpu", timeout=30.0))
+    record = evaluate(problem, _escape_candidate(open_dir, marker, files), EvalOptions(device=device, timeout=60.0))
     assert record.verdict == "correct", (record.error or {}).get("message")
     assert not marker.exists()
     achieved = record.env["isolation"]["achieved"]
@@ -210,7 +216,9 @@ def test_a_candidate_reaches_nothing_outside_its_worker(open_dir: Path, monkeypa
 
 
 @needs_sandbox
-def test_with_the_defences_switched_off_the_same_candidate_reaches_them(open_dir: Path, monkeypatch) -> None:
+@pytest.mark.parametrize("device", DEVICES)
+def test_with_the_defences_switched_off_the_same_candidate_reaches_them(open_dir: Path, monkeypatch,
+                                                                        device: str) -> None:
     """The control for the test above: with the environment filter, the hiding and the filter switched off
     (``KBV_SANDBOX_DISABLE``, tests only), the same candidate reports the secrets, the evaluator files and the
     system calls, so the test above would fail without those defences."""
@@ -222,7 +230,7 @@ def test_with_the_defences_switched_off_the_same_candidate_reaches_them(open_dir
     problem, files = _evaluator_decoys(open_dir)
     open_dir.chmod(0o777)
     record = evaluate(problem, _escape_candidate(open_dir, open_dir / "escaped", files),
-                      EvalOptions(device="cpu", timeout=30.0))
+                      EvalOptions(device=device, timeout=60.0))
     message = (record.error or {}).get("message", "")
     assert record.verdict == "runtime_error", record.verdict
     assert "secret" in message and "heldout.json" in message and "system call" in message, message
