@@ -111,12 +111,13 @@ def stage_pytest(out: Path, keyword: str | None = None) -> None:
     except ImportError:
         say("pytest missing: gpu tests not run")
         return
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), KBV_CORPUS_RECORDS_DIR=str(out))  # corpus-cuda.jsonl
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), KBV_CORPUS_RECORDS_DIR=str(out),  # corpus-cuda.jsonl
+               KBV_PYTEST_REPORT=str(out / "pytest-failures.log"))  # each failure as it happens
     with (out / "pytest-gpu.log").open("w") as log:
         # the files that hold gpu tests (others may import packages the GPU machine lacks, e.g. openai)
         files = sorted(str(f) for f in (ROOT / "tests").glob("test_*.py") if "pytest.mark.gpu" in f.read_text())
         try:
-            proc = subprocess.run([sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider",
+            proc = subprocess.run([sys.executable, "-m", "pytest", "-m", "gpu", "-v", "-p", "no:cacheprovider",
                                    *(["-k", keyword] if keyword else []), *files], stdout=log,
                                   stderr=subprocess.STDOUT, env=env, cwd=ROOT, timeout=int(os.environ.get(
                                       "KBV_PYTEST_TIMEOUT", "440")))
@@ -125,6 +126,9 @@ def stage_pytest(out: Path, keyword: str | None = None) -> None:
             code = "timeout (KBV_PYTEST_TIMEOUT)"
     tail = (out / "pytest-gpu.log").read_text().strip().splitlines()[-15:]
     say("pytest -m gpu exit", code, *["\n  " + t for t in tail])
+    failures = out / "pytest-failures.log"
+    if failures.exists():
+        say("pytest failures:", *["\n  " + t for t in failures.read_text().strip().splitlines()[-60:]])
 
 
 def stage_kernels(out: Path) -> None:

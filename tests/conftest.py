@@ -14,6 +14,15 @@ SUITE = ROOT / "src" / "kbv" / "suites" / "builtin"
 EXAMPLES = ROOT / "src" / "kbv" / "examples"
 
 
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """With ``KBV_PYTEST_REPORT`` set (scripts/gpu_check.py's pytest stage), each failure's report is appended to that
+    file as it happens, so a run cut by its time limit still says what failed and why."""
+    path = os.environ.get("KBV_PYTEST_REPORT")
+    if path and report.failed:
+        with open(path, "a") as out:
+            out.write(f"== {report.nodeid} ({report.when})\n{report.longreprtext[-8000:]}\n")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if torch.cuda.is_available():
         return

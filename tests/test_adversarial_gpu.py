@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from test_adversarial import check_entry, corpus_records, params, record_of
+from conftest import ROOT, problem_path
+from test_adversarial import BY_ID, OPTIONS, check_entry, corpus_records, params, record_of
 
 pytestmark = pytest.mark.gpu
 
@@ -72,3 +73,25 @@ def test_cuda_allocator_holds_no_answer(gpu_corpus: dict[str, dict[str, Any]]) -
     assert "D1" in record["correctness"]["failed_distributions"]
     cached = record_of(gpu_corpus, "cuda_cache_by_data_ptr")
     assert cached["correctness"]["failed_distributions"] or "timed_output_mismatch" in cached["flags"]
+
+
+def test_gpu_work_while_idle_is_seen_in_the_drivers_samples(gpu_corpus: dict[str, dict[str, Any]],
+                                                            monkeypatch) -> None:
+    """Issue 12, rule 4: a candidate whose thread launches matmuls onto the GPU whenever the reference is timed, and
+    sleeps between them, keeps its CPU clock under the idle rule's slack; the driver's utilisation samples name its
+    idle worker with SM use where the reference's idle worker is named in none. With both rules off (their slacks
+    unbounded) the same candidate is ``correct`` without ``idle_work``."""
+    from kbv.eval import EvalOptions, evaluate
+    from kbv.eval import performance as perf_mod
+
+    record = record_of(gpu_corpus, "cuda_idle_gpu_load")
+    idle = record["timing_ms"]["idle_gpu"]
+    assert idle["flagged"] and idle["busy"]["candidate"] > idle["allowed"], idle
+    assert not record["timing_ms"]["idle_cpu"]["flagged"], record["timing_ms"]["idle_cpu"]  # the samples decided
+    honest = record_of(gpu_corpus, "cuda_example_triton_gelu")["timing_ms"]["idle_gpu"]
+    assert not honest["flagged"] and honest["busy"] == {"reference": 0, "candidate": 0}, honest
+    monkeypatch.setattr(perf_mod, "IDLE_GPU_SLACK_SAMPLES", float("inf"))
+    monkeypatch.setattr(perf_mod, "IDLE_CPU_SLACK_MS", float("inf"))
+    entry = BY_ID["cuda_idle_gpu_load"]
+    off = evaluate(problem_path(entry["problem"]), ROOT / entry["file"], EvalOptions(**OPTIONS[("cuda", "fast")]))
+    assert off.verdict == "correct" and "idle_work" not in off.flags, off.flags

@@ -575,13 +575,20 @@ def _recorded_calls(fake: type[FakeWorker], events: list[tuple[str, str, float, 
     return call, real_call
 
 
-def test_an_idle_workers_gpu_use_is_read_from_the_drivers_samples_and_recorded_only(fake, monkeypatch,
-                                                                                      tmp_path) -> None:
+@pytest.mark.parametrize("candidate_says, reference_says, slack, flagged", [  # per idle reading: (seconds, SM %)
+    ([(0.05, 0), (0.2, 87)], [(0.01, 3)], None, False),  # one busy sample per command each: alike
+    ([(0.05, 40), (0.2, 87)], [(0.01, 0)], None, True),  # two busy samples per command beside none
+    ([(0.05, 40), (0.2, 87)], [(0.01, 0)], float("inf"), False),  # the same with the rule's slack unbounded
+    ([], [], None, False),  # honest workers on the H200 and the H100: never named
+])
+def test_an_idle_workers_gpu_use_is_read_from_the_drivers_samples(fake, monkeypatch, tmp_path, candidate_says,
+                                                                  reference_says, slack, flagged) -> None:
     """Issue 12, rule 4: on a GPU the parent asks the driver (NVML's per-process utilisation samples,
     kbv.sandbox.devbusy) how busy each role's worker kept the GPU while the other role was timed: kernels queued
-    before its last reply, or launched by a thread afterwards, run there unseen by its CPU clock. Recorded, per role,
-    the samples naming its processes and their highest SM share, over the commands read; it decides nothing until
-    honest pairs on the H200 set a margin."""
+    before its last reply, or launched by a thread afterwards, run there unseen by its CPU clock. Per role, the
+    samples naming its processes, those with SM use and their highest SM share, over the commands read, and each busy
+    sample's time; a candidate named in more busy samples than the reference by more than IDLE_GPU_SLACK_SAMPLES is
+    ``idle_work``."""
     from kbv.eval import performance as perf_mod
 
     pids = {"reference": 101, "candidate": 202}
@@ -589,8 +596,10 @@ def test_an_idle_workers_gpu_use_is_read_from_the_drivers_samples_and_recorded_o
 
     def samples(found: list[int], since: float) -> list[tuple[int, float, int]]:
         asked.append((list(found), since))
-        return [x for pid in found for x in ([(pid, 0.05, 0), (pid, 0.2, 87)] if pid == 202 else [(pid, 0.01, 3)])]
+        return [(pid, *x) for pid in found for x in (candidate_says if pid == 202 else reference_says)]
 
+    if slack is not None:
+        monkeypatch.setattr(perf_mod, "IDLE_GPU_SLACK_SAMPLES", slack)
     monkeypatch.setattr(perf_mod.observe, "tree", lambda pid: [pid])
     monkeypatch.setattr(perf_mod.devbusy, "samples", samples)
     monkeypatch.setattr(perf_mod.envinfo, "gpu_clocks", lambda gpu: None)
@@ -607,14 +616,16 @@ def test_an_idle_workers_gpu_use_is_read_from_the_drivers_samples_and_recorded_o
     idle = ctx.draft.timing_ms["idle_gpu"]
     commands = idle["commands"]
     assert commands["candidate"] >= 1 and commands["reference"] >= 1  # each read while the other role was timed
-    assert idle["samples"] == {"candidate": 2 * commands["candidate"], "reference": commands["reference"]}
-    assert idle["max_sm_percent"] == {"candidate": 87, "reference": 3} and idle["flagged"] is None
-    busy = idle["busy_samples"]  # each sample that saw SM use: [ms after the other role's command began, SM %, its ms]
-    assert [b[:2] for b in busy["candidate"]] == [[200.0, 87]] * commands["candidate"], busy
-    assert [b[:2] for b in busy["reference"]] == [[10.0, 3]] * commands["reference"] and all(
-        b[2] >= 0 for b in busy["candidate"] + busy["reference"]), busy
+    said = {"candidate": candidate_says, "reference": reference_says}
+    for role in ("candidate", "reference"):
+        assert idle["samples"][role] == len(said[role]) * commands[role]
+        assert idle["busy"][role] == sum(sm > 0 for _, sm in said[role]) * commands[role]
+        assert idle["max_sm_percent"][role] == max((sm for _, sm in said[role]), default=0)
+        # each sample that saw SM use: [ms after the other role's command began, SM %, that command's ms]
+        assert [b[:2] for b in idle["busy_samples"][role]] == [
+            [round(t * 1e3, 1), sm] for t, sm in said[role] if sm > 0] * commands[role]
+    assert idle["flagged"] is flagged and ("idle_work" in ctx.evidence.observed) is flagged
     assert all(since >= before for _, since in asked) and {p for found, _ in asked for p in found} == {101, 202}
-    assert "idle_work" not in ctx.evidence.observed  # recorded only
 
 
 @pytest.mark.parametrize("worker_says, driver_says, flagged", [  # (candidate, reference) bytes

@@ -1,13 +1,14 @@
 """Candidate for level1/5_ReLU (CUDA) whose worker loads the GPU whenever it has no forward to run: a thread started
 at import through ``_thread`` (no ``threading`` record, no thread growth after the first call) launches a 4096x4096
 fp32 matmul chunk onto a stream of its own whenever no forward has run for 20 ms, that is while the reference is
-timed, and waits for each chunk by polling an event with sleeps, so its CPU clock stays near idle (the CPU's
-``idle_work`` rule does not see it). The reference's timed calls then share the GPU with the chunks. Its own timed
-calls are honest (``torch.relu``).
+timed, and sleeps between chunks (its matmul is warmed up at import, so no cuBLAS set-up falls in its idle time):
+its CPU clock stays near idle, under the CPU's ``idle_work`` slack. The reference's timed calls then share the GPU
+with the chunks. Its own timed calls are honest (``torch.relu``).
 
-Expected today (a gap entry of the manifest): no ``idle_work``, since the GPU's idle-work reading
-(``timing_ms.idle_gpu``, the driver's utilisation samples of the idle worker) is recorded only; what it reads here
-beside what honest pairs read on the H200 sets the rule (docs/security.md, rule 4).
+Expected: rejected with ``idle_work``, from the driver's utilisation samples that name its idle worker with SM use
+(``timing_ms.idle_gpu``) where the reference's are named in none; with that rule off (and the CPU clock's slack
+unbounded) correct (tests/test_adversarial_gpu.py). On the H100 (docs/results/h200-2026-12-05-c) an earlier version,
+which set up its matmul in its first idle moment and polled an event every 4 ms, was caught by its CPU clock alone.
 """
 import _thread
 import time
@@ -16,28 +17,33 @@ import torch
 import torch.nn as nn
 
 _last = [time.perf_counter()]
+_ready = []
 
 
 def _load() -> None:
-    a = b = stream = None
+    try:
+        stream = torch.cuda.Stream()
+        with torch.cuda.stream(stream):  # warmed up at import: no cuBLAS set-up while idle
+            a = torch.randn(4096, 4096, device="cuda")
+            b = torch.mm(a, a)
+        stream.synchronize()
+    except Exception:  # no GPU in this process: nothing to load
+        return
+    finally:
+        _ready.append(True)
     while True:
         if time.perf_counter() - _last[0] > 0.02:  # no forward for 20 ms: the other role is being timed
-            if a is None:
-                a = torch.randn(4096, 4096, device="cuda")
-                b = torch.empty_like(a)
-                stream = torch.cuda.Stream()
-            done = torch.cuda.Event()
             with torch.cuda.stream(stream):
-                for _ in range(4):
+                for _ in range(4):  # about 10 ms of the GPU, a few launches of the CPU
                     torch.mm(a, a, out=b)
-                done.record(stream)
-            while not done.query():
-                time.sleep(0.004)
+            time.sleep(0.01)
         else:
-            time.sleep(0.004)
+            time.sleep(0.01)
 
 
 _thread.start_new_thread(_load, ())
+while not _ready:
+    time.sleep(0.01)
 
 
 class ModelNew(nn.Module):

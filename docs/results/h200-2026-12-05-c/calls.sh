@@ -12,4 +12,6 @@ case $1 in
      g "${2:-220}" c1b --stages builds --builds-n 16 --builds-pch on --builds-workers 16 ;;
   2) reward 235 c2r5a 5; reward "${2:-225}" c2r5b 5 ;;
   3) g "${2:-560}" c3vs --stages vskb --vskb-budget "${3:-440}" ;;
+  4) KBV_PYTEST_TIMEOUT="${2:-300}" g 310 c4py --stages pytest --pytest-k "idle or childs_kernels or load_inline or reaches"
+     reward "${3:-170}" c4r 5 ;;
 esac
