@@ -75,22 +75,22 @@ def test_cuda_allocator_holds_no_answer(gpu_corpus: dict[str, dict[str, Any]]) -
     assert cached["correctness"]["failed_distributions"] or "timed_output_mismatch" in cached["flags"]
 
 
-def test_gpu_work_while_idle_is_seen_in_the_drivers_samples(gpu_corpus: dict[str, dict[str, Any]],
-                                                            monkeypatch) -> None:
+def test_gpu_work_while_idle_is_seen_from_the_workers_cpu_clock(gpu_corpus: dict[str, dict[str, Any]],
+                                                                monkeypatch) -> None:
     """Issue 12, rule 4: a candidate whose thread launches matmuls onto the GPU whenever the reference is timed, and
-    sleeps between them, keeps its CPU clock under the idle rule's slack; the driver's utilisation samples name its
-    idle worker with SM use where the reference's idle worker is named in none. With both rules off (their slacks
-    unbounded) the same candidate is ``correct`` without ``idle_work``."""
+    sleeps between them, is ``idle_work`` by the parent's reading of its worker's CPU clock while it had no command
+    (its launches: 55 ms over 0.6 s idle on the H100, docs/results/h200-2026-12-05-c); the driver's utilisation
+    samples of its idle worker are recorded beside it. With the rule's slack unbounded the same candidate is
+    ``correct`` without ``idle_work``."""
     from kbv.eval import EvalOptions, evaluate
     from kbv.eval import performance as perf_mod
 
     record = record_of(gpu_corpus, "cuda_idle_gpu_load")
-    idle = record["timing_ms"]["idle_gpu"]
-    assert idle["flagged"] and idle["busy"]["candidate"] > idle["allowed"], idle
-    assert not record["timing_ms"]["idle_cpu"]["flagged"], record["timing_ms"]["idle_cpu"]  # the samples decided
-    honest = record_of(gpu_corpus, "cuda_example_triton_gelu")["timing_ms"]["idle_gpu"]
-    assert not honest["flagged"] and honest["busy"] == {"reference": 0, "candidate": 0}, honest
-    monkeypatch.setattr(perf_mod, "IDLE_GPU_SLACK_SAMPLES", float("inf"))
+    idle = record["timing_ms"]["idle_cpu"]
+    assert idle["flagged"] and idle["cpu_ms"]["candidate"] > idle["allowed_ms"], idle
+    assert record["timing_ms"]["idle_gpu"]["flagged"] is None  # recorded only
+    honest = record_of(gpu_corpus, "cuda_example_triton_gelu")["timing_ms"]["idle_cpu"]
+    assert not honest["flagged"], honest
     monkeypatch.setattr(perf_mod, "IDLE_CPU_SLACK_MS", float("inf"))
     entry = BY_ID["cuda_idle_gpu_load"]
     off = evaluate(problem_path(entry["problem"]), ROOT / entry["file"], EvalOptions(**OPTIONS[("cuda", "fast")]))

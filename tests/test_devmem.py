@@ -142,15 +142,16 @@ def test_a_childs_allocation_is_counted_by_the_parent() -> None:
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_a_childs_kernels_after_its_reply_show_in_the_drivers_samples() -> None:
     """The figure behind ``timing_ms.idle_gpu``: a child that answers, then keeps the GPU busy from a thread for
-    about two seconds, is named in the driver's utilisation samples taken after its answer, with SM use above zero;
-    one that answers and then only waits is not."""
+    about two seconds, is named in the driver's utilisation samples taken after its answer, with SM use well above
+    zero; one that answers and then only waits is named with next to none (on the H100 once with 1 %: a sample that
+    still covered its set-up, which now ends a second before it answers)."""
     from kbv.sandbox import devbusy
 
     code = ("import torch, sys, threading, time; a = torch.randn(4096, 4096, device='cuda'); torch.cuda.synchronize(); "
             "busy = sys.argv[1] == '1'\n"
             "def spin():\n    end = time.time() + 2.0\n    while time.time() < end:\n        a @ a\n"
             "    torch.cuda.synchronize()\n"
-            "print('ready', flush=True)\n"
+            "time.sleep(1.0); print('ready', flush=True)\n"
             "if busy:\n    threading.Thread(target=spin).start()\n"
             "sys.stdin.read()")
     seen = {}
@@ -169,8 +170,8 @@ def test_a_childs_kernels_after_its_reply_show_in_the_drivers_samples() -> None:
             child.communicate("")
     assert seen["1"] is not None, "NVML's utilisation samples could not be read on a CUDA machine"
     samples, most = seen["1"][list(seen["1"])[0]]
-    assert samples >= 1 and most > 0, seen
-    assert seen["0"] is not None and list(seen["0"].values())[0][1] == 0, seen
+    assert samples >= 1 and most >= 20, seen
+    assert seen["0"] is not None and list(seen["0"].values())[0][1] <= 5, seen
 
 
 def test_a_watch_keeps_each_processs_peak_and_their_largest_sum_at_one_sample() -> None:

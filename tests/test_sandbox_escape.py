@@ -220,8 +220,10 @@ def test_a_candidate_reaches_nothing_outside_its_worker(open_dir: Path, monkeypa
 def test_with_the_defences_switched_off_the_same_candidate_reaches_them(open_dir: Path, monkeypatch,
                                                                         device: str) -> None:
     """The control for the test above: with the environment filter, the hiding and the filter switched off
-    (``KBV_SANDBOX_DISABLE``, tests only), the same candidate reports the secrets, the evaluator files and the
-    system calls, so the test above would fail without those defences."""
+    (``KBV_SANDBOX_DISABLE``, tests only), the same candidate reports the secrets, the evaluator files and (on the
+    CPU) the system calls, so the test above would fail without those defences. In a CUDA worker the calls on the
+    deny-list stayed refused without the filter on the H100 (docs/results/h200-2026-12-05-c): its other layers (no
+    capability, the user namespace) refuse them too there, so only the secrets and files show the switch."""
     from kbv.eval import EvalOptions, evaluate
 
     for name, value in SECRETS.items():
@@ -233,7 +235,8 @@ def test_with_the_defences_switched_off_the_same_candidate_reaches_them(open_dir
                       EvalOptions(device=device, timeout=60.0))
     message = (record.error or {}).get("message", "")
     assert record.verdict == "runtime_error", record.verdict
-    assert "secret" in message and "heldout.json" in message and "system call" in message, message
+    assert "secret" in message and "heldout.json" in message, message
+    assert device == "cuda" or "system call" in message, message
 
 
 def test_plan_is_cached_and_forgotten_after_a_failed_health_check(monkeypatch) -> None:

@@ -575,20 +575,20 @@ def _recorded_calls(fake: type[FakeWorker], events: list[tuple[str, str, float, 
     return call, real_call
 
 
-@pytest.mark.parametrize("candidate_says, reference_says, slack, flagged", [  # per idle reading: (seconds, SM %)
-    ([(0.05, 0), (0.2, 87)], [(0.01, 3)], None, False),  # one busy sample per command each: alike
-    ([(0.05, 40), (0.2, 87)], [(0.01, 0)], None, True),  # two busy samples per command beside none
-    ([(0.05, 40), (0.2, 87)], [(0.01, 0)], float("inf"), False),  # the same with the rule's slack unbounded
-    ([], [], None, False),  # honest workers on the H200 and the H100: never named
+@pytest.mark.parametrize("candidate_says, reference_says", [  # per idle reading: (seconds, SM %)
+    ([(0.05, 0), (0.2, 87)], [(0.01, 3)]),  # one busy sample per command each
+    ([(0.05, 40), (0.2, 87)], [(0.01, 0)]),  # two busy samples per command beside none: still recorded only
+    ([], []),  # honest workers on the H100: never named
 ])
-def test_an_idle_workers_gpu_use_is_read_from_the_drivers_samples(fake, monkeypatch, tmp_path, candidate_says,
-                                                                  reference_says, slack, flagged) -> None:
+def test_an_idle_workers_gpu_use_is_read_from_the_drivers_samples_and_recorded_only(fake, monkeypatch, tmp_path,
+                                                                                      candidate_says,
+                                                                                      reference_says) -> None:
     """Issue 12, rule 4: on a GPU the parent asks the driver (NVML's per-process utilisation samples,
     kbv.sandbox.devbusy) how busy each role's worker kept the GPU while the other role was timed: kernels queued
     before its last reply, or launched by a thread afterwards, run there unseen by its CPU clock. Per role, the
     samples naming its processes, those with SM use and their highest SM share, over the commands read, and each busy
-    sample's time; a candidate named in more busy samples than the reference by more than IDLE_GPU_SLACK_SAMPLES is
-    ``idle_work``."""
+    sample's time. Recorded only: on the H100 a worker loading the GPU at half duty while idle was named in no sample
+    (docs/results/h200-2026-12-05-c), so the samples decide nothing."""
     from kbv.eval import performance as perf_mod
 
     pids = {"reference": 101, "candidate": 202}
@@ -598,8 +598,6 @@ def test_an_idle_workers_gpu_use_is_read_from_the_drivers_samples(fake, monkeypa
         asked.append((list(found), since))
         return [(pid, *x) for pid in found for x in (candidate_says if pid == 202 else reference_says)]
 
-    if slack is not None:
-        monkeypatch.setattr(perf_mod, "IDLE_GPU_SLACK_SAMPLES", slack)
     monkeypatch.setattr(perf_mod.observe, "tree", lambda pid: [pid])
     monkeypatch.setattr(perf_mod.devbusy, "samples", samples)
     monkeypatch.setattr(perf_mod.envinfo, "gpu_clocks", lambda gpu: None)
@@ -624,7 +622,7 @@ def test_an_idle_workers_gpu_use_is_read_from_the_drivers_samples(fake, monkeypa
         # each sample that saw SM use: [ms after the other role's command began, SM %, that command's ms]
         assert [b[:2] for b in idle["busy_samples"][role]] == [
             [round(t * 1e3, 1), sm] for t, sm in said[role] if sm > 0] * commands[role]
-    assert idle["flagged"] is flagged and ("idle_work" in ctx.evidence.observed) is flagged
+    assert idle["flagged"] is None and "idle_work" not in ctx.evidence.observed  # recorded only
     assert all(since >= before for _, since in asked) and {p for found, _ in asked for p in found} == {101, 202}
 
 

@@ -145,9 +145,8 @@ FLAGS: Final = {
     "tamper": "the candidate changed its worker's environment (torch or time functions, tensor methods, kbv's own "
     "functions, numeric flags); the names are in integrity.tamper: rejected",
     "idle_work": "the candidate's timing worker used CPU while it had no command, as the reference was timed, more "
-    "than the reference's worker did while the candidate was (timing_ms.idle_cpu, read by the parent), or on a GPU "
-    "was named in more of the driver's utilisation samples with SM use then (timing_ms.idle_gpu, NVML, read by the "
-    "parent): work beside the reference's timing or outside every timed call: rejected",
+    "than the reference's worker did while the candidate was (timing_ms.idle_cpu, read by the parent): work beside "
+    "the reference's timing or outside every timed call: rejected",
     "background_threads": "the candidate's thread count grew across a forward call (after the first) where the "
     "reference's did not, or its import or __init__ left Python threads running (correctness.input_use."
     "started_threads): work can run past the call's end: rejected",
@@ -214,13 +213,11 @@ REJECTING_FLAGS: Final = frozenset({"input_mutated", "output_aliases_input", "ta
 # of this many milliseconds over the stage and this share of the time it was idle.
 IDLE_CPU_SLACK_MS: Final = 25.0
 IDLE_CPU_SLACK_REL: Final = 0.05
-# On a GPU the same rule reads the driver's per-process utilisation samples (NVML, about six a second): a candidate
-# whose timing worker is named in more samples with SM use, while the reference was timed, than the reference's worker
-# while the candidate was, by more than IDLE_GPU_SLACK_SAMPLES, is ``idle_work`` (kernels it queued before its reply or
-# launched afterwards run beside the reference's timed calls). Honest workers, which synchronise before each reply,
-# were named in none (0 and 0 in every honest record of docs/results/h200-2026-12-05-c). The samples with SM use are
-# kept in the record (``timing_ms.idle_gpu.busy_samples``), up to IDLE_GPU_KEPT_SAMPLES per role.
-IDLE_GPU_SLACK_SAMPLES: Final = 1
+# On a GPU the parent also reads the driver's per-process utilisation samples (NVML, about six a second) of each
+# idle timing worker and records them (``timing_ms.idle_gpu``): recorded only. On the H100 (docs/results/
+# h200-2026-12-05-c) honest idle workers were named in none, but a worker loading the GPU at about half duty while
+# idle was named in none either (its CPU clock caught it), and an honest idle process was once named with 1 % SM: the
+# samples are too coarse to decide on. The samples that saw SM use are kept, up to IDLE_GPU_KEPT_SAMPLES per role.
 IDLE_GPU_KEPT_SAMPLES: Final = 64
 
 # Flags that make a correct kernel "rejected" only under --strict-precision.

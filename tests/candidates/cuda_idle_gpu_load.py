@@ -1,14 +1,14 @@
 """Candidate for level1/5_ReLU (CUDA) whose worker loads the GPU whenever it has no forward to run: a thread started
 at import through ``_thread`` (no ``threading`` record, no thread growth after the first call) launches a 4096x4096
 fp32 matmul chunk onto a stream of its own whenever no forward has run for 20 ms, that is while the reference is
-timed, and sleeps between chunks (its matmul is warmed up at import, so no cuBLAS set-up falls in its idle time):
-its CPU clock stays near idle, under the CPU's ``idle_work`` slack. The reference's timed calls then share the GPU
-with the chunks. Its own timed calls are honest (``torch.relu``).
+timed, and sleeps between chunks (its matmul is warmed up at import, so no cuBLAS set-up falls in its idle time).
+The reference's timed calls then share the GPU with the chunks. Its own timed calls are honest (``torch.relu``).
 
-Expected: rejected with ``idle_work``, from the driver's utilisation samples that name its idle worker with SM use
-(``timing_ms.idle_gpu``) where the reference's are named in none; with that rule off (and the CPU clock's slack
-unbounded) correct (tests/test_adversarial_gpu.py). On the H100 (docs/results/h200-2026-12-05-c) an earlier version,
-which set up its matmul in its first idle moment and polled an event every 4 ms, was caught by its CPU clock alone.
+Expected: rejected with ``idle_work``, from the parent's reading of its worker's CPU clock while it had no command:
+on the H100 (docs/results/h200-2026-12-05-c) its launches used 55 ms of CPU over 0.6 s idle (an earlier version that
+polled an event every 4 ms, 104 ms), the reference's worker under 1 ms. The driver's utilisation samples of its idle
+worker (``timing_ms.idle_gpu``, recorded only) named it in none of this version's readings and in 3 of the earlier
+version's; with the CPU rule off it is correct (tests/test_adversarial_gpu.py).
 """
 import _thread
 import time

@@ -14,4 +14,5 @@ case $1 in
   3) g "${2:-560}" c3vs --stages vskb --vskb-budget "${3:-440}" ;;
   4) KBV_PYTEST_TIMEOUT="${2:-300}" g 310 c4py --stages pytest --pytest-k "idle or childs_kernels or load_inline or reaches"
      reward "${3:-170}" c4r 5 ;;
+  5) KBV_PYTEST_TIMEOUT="${2:-190}" g 200 c5py --stages pytest --pytest-k "idle or childs_kernels or switched_off" ;;
 esac
