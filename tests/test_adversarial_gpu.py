@@ -79,7 +79,7 @@ def test_gpu_work_while_idle_is_seen_from_the_workers_cpu_clock(gpu_corpus: dict
                                                                 monkeypatch) -> None:
     """Issue 12, rule 4: a candidate whose thread launches matmuls onto the GPU whenever the reference is timed, and
     sleeps between them, is ``idle_work`` by the parent's reading of its worker's CPU clock while it had no command
-    (its launches: 55 ms over 0.6 s idle on the H100, docs/results/h200-2026-12-05-c); the driver's utilisation
+    (its launches: 55 ms over 0.6 s idle on the H100, docs/results/h100-2026-12-05); the driver's utilisation
     samples of its idle worker are recorded beside it. With the rule's slack unbounded the same candidate is
     ``correct`` without ``idle_work``."""
     from kbv.eval import EvalOptions, evaluate

@@ -222,7 +222,7 @@ def test_with_the_defences_switched_off_the_same_candidate_reaches_them(open_dir
     """The control for the test above: with the environment filter, the hiding and the filter switched off
     (``KBV_SANDBOX_DISABLE``, tests only), the same candidate reports the secrets, the evaluator files and (on the
     CPU) the system calls, so the test above would fail without those defences. In a CUDA worker the calls on the
-    deny-list stayed refused without the filter on the H100 (docs/results/h200-2026-12-05-c): its other layers (no
+    deny-list stayed refused without the filter on the H100 (docs/results/h100-2026-12-05): its other layers (no
     capability, the user namespace) refuse them too there, so only the secrets and files show the switch."""
     from kbv.eval import EvalOptions, evaluate
 

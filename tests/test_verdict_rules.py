@@ -485,6 +485,47 @@ def test_a_memory_measure_out_of_memory_beside_other_pairs_is_taken_again_with_t
     assert [f.role for f in ctx.evidence.failures] == ["candidate"]
 
 
+@pytest.mark.parametrize("held, message, role", [  # the correctness stage's held_max (candidate, reference) bytes
+    ((26 * 2**30, 39 * 2**30), "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 6.00 GiB", "harness"),
+    ((60 * 2**30, 39 * 2**30), "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 6.00 GiB", "candidate"),
+    (None, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 6.00 GiB", "candidate"),
+    ((26 * 2**30, 39 * 2**30), "RuntimeError: an illegal memory access was encountered", "candidate"),
+])
+def test_out_of_memory_in_timing_is_kbvs_where_the_candidate_held_no_more_than_the_reference(
+        fake, tmp_path, held, message, role) -> None:
+    """On the H100 (80 GB) a correct candidate's timing worker ran out of memory with both roles' workers and their
+    kept 6 GiB outputs on the device (docs/results/h100-2026-12-05) and was recorded ``runtime_error``, the
+    candidate's. Where the parent's reading of the correctness stage shows its processes held no more than the
+    reference's (beyond the memory rule's margin), that failure is kbv's: ``runtime_error`` with ``harness_error``
+    and the reason in the error. A candidate that held more, no reading, or another failure stays the candidate's."""
+    base = timing_script(1.0, host_ms=0.0)
+
+    def candidate(msg):
+        if msg["cmd"] == "time":
+            raise WorkerFailure("error", message)
+        return base(msg)
+
+    fake.scripts = {"reference": base, "candidate": candidate}
+    problem = load_problem(problem_path("level1/5_ReLU"))
+    cand = tmp_path / "cand.py"
+    cand.write_text("class ModelNew: pass\n")
+    ctx = PairContext(problem, Candidate.from_path(cand), EvalOptions(device="cpu", sandbox="off", timing_pairs=1,
+                                                                      protocol="verified", sample_workers=False,
+                                                                      start_ahead=False), "cuda", gpu=0)
+    ctx.evidence = passed()
+    ctx.evidence.timed_for = ("verified",)
+    if held is not None:
+        ctx.draft.memory_bytes["correctness_stage"] = {"held_max": {"candidate": held[0], "reference": held[1]}}
+    performance.PerformanceStage(ctx).run()
+    (failure,) = ctx.evidence.failures
+    assert failure.role == role and failure.stage == "performance"
+    decision = decide(ctx.evidence, RULES)
+    assert decision.verdict == "runtime_error"
+    assert ("harness_error" in decision.flags) is (role == "harness")
+    if role == "harness":
+        assert decision.error["out_of_memory"]["held_max"] == {"candidate": held[0], "reference": held[1]}
+
+
 @pytest.mark.parametrize("driver_figure", [2**20, None])
 def test_a_gpu_memory_measure_beside_other_pairs_counts_only_with_the_drivers_per_process_figure(
         fake, tmp_path, monkeypatch, driver_figure) -> None:
@@ -588,7 +629,7 @@ def test_an_idle_workers_gpu_use_is_read_from_the_drivers_samples_and_recorded_o
     before its last reply, or launched by a thread afterwards, run there unseen by its CPU clock. Per role, the
     samples naming its processes, those with SM use and their highest SM share, over the commands read, and each busy
     sample's time. Recorded only: on the H100 a worker loading the GPU at half duty while idle was named in no sample
-    (docs/results/h200-2026-12-05-c), so the samples decide nothing."""
+    (docs/results/h100-2026-12-05), so the samples decide nothing."""
     from kbv.eval import performance as perf_mod
 
     pids = {"reference": 101, "candidate": 202}

@@ -138,7 +138,9 @@ FLAGS: Final = {
     "whichever is more (the driver's figure per process where NVML gives one for both roles)",
     "reference_timing_cached": "the reference median comes from the timing cache; a short re-measure is recorded",
     "reference_error": "the reference itself failed (load, construction or forward); the candidate was not judged",
-    "harness_error": "kbv itself failed on this pair (a bug to report); the verdict is runtime_error",
+    "harness_error": "kbv itself failed on this pair (a bug to report; or its GPU timing stage ran out of device "
+    "memory where the candidate had held no more than the reference: error.out_of_memory); the verdict is "
+    "runtime_error",
     "input_mutated": "forward wrote into an input tensor (the reference does not); outputs may be right: rejected",
     "output_aliases_input": "an output shares storage with an input (the reference's does not): rejected",
     "imported_kernelbench": "the record was converted from a KernelBench eval_results.json (kbv import-kernelbench)",
@@ -214,10 +216,10 @@ REJECTING_FLAGS: Final = frozenset({"input_mutated", "output_aliases_input", "ta
 IDLE_CPU_SLACK_MS: Final = 25.0
 IDLE_CPU_SLACK_REL: Final = 0.05
 # On a GPU the parent also reads the driver's per-process utilisation samples (NVML, about six a second) of each
-# idle timing worker and records them (``timing_ms.idle_gpu``): recorded only. On the H100 (docs/results/
-# h200-2026-12-05-c) honest idle workers were named in none, but a worker loading the GPU at about half duty while
-# idle was named in none either (its CPU clock caught it), and an honest idle process was once named with 1 % SM: the
-# samples are too coarse to decide on. The samples that saw SM use are kept, up to IDLE_GPU_KEPT_SAMPLES per role.
+# idle timing worker and records them (``timing_ms.idle_gpu``): recorded only. On the H100
+# (docs/results/h100-2026-12-05) honest idle workers were named in none, but a worker loading the GPU at about half
+# duty while idle was named in none either (its CPU clock caught it), and an honest idle process was once named with
+# 1 % SM: the samples are too coarse to decide on. The samples that saw SM use are kept, up to IDLE_GPU_KEPT_SAMPLES per role.
 IDLE_GPU_KEPT_SAMPLES: Final = 64
 
 # Flags that make a correct kernel "rejected" only under --strict-precision.

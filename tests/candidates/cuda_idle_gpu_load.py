@@ -5,7 +5,7 @@ timed, and sleeps between chunks (its matmul is warmed up at import, so no cuBLA
 The reference's timed calls then share the GPU with the chunks. Its own timed calls are honest (``torch.relu``).
 
 Expected: rejected with ``idle_work``, from the parent's reading of its worker's CPU clock while it had no command:
-on the H100 (docs/results/h200-2026-12-05-c) its launches used 55 ms of CPU over 0.6 s idle (an earlier version that
+on the H100 (docs/results/h100-2026-12-05) its launches used 55 ms of CPU over 0.6 s idle (an earlier version that
 polled an event every 4 ms, 104 ms), the reference's worker under 1 ms. The driver's utilisation samples of its idle
 worker (``timing_ms.idle_gpu``, recorded only) named it in none of this version's readings and in 3 of the earlier
 version's; with the CPU rule off it is correct (tests/test_adversarial_gpu.py).

@@ -336,7 +336,11 @@ class PerformanceStage:
                                                                         "first_pair_times_dropped": not confirmed}
                     clocks_end = _READER.submit(envinfo.gpu_clocks, ctx.gpu) if ctx.device == "cuda" else None
             except WorkerFailure as failure:
-                self.ev.fail(Failure("performance", "candidate", failure.kind, failure_dict("performance", failure)))
+                error = failure_dict("performance", failure)
+                kbvs = self._out_of_memory_is_kbvs(error)
+                if kbvs is not None:
+                    error |= {"kind": "harness", "out_of_memory": kbvs}
+                self.ev.fail(Failure("performance", "harness" if kbvs else "candidate", failure.kind, error))
                 return
             finally:
                 for workers in ahead:  # started ahead and never timed (a failure, or a truncated candidate)
@@ -628,6 +632,25 @@ class PerformanceStage:
                 opened[0] = None
         return around
 
+    def _out_of_memory_is_kbvs(self, error: dict[str, Any]) -> dict[str, Any] | None:
+        """A candidate's timing worker that ran out of device memory, where the parent's reading of the correctness
+        stage (``memory_bytes.correctness_stage.held_max``, the driver's figure per process) shows it held no more
+        than the reference's worker beyond the memory rule's margin (``DEVICE_IN_USE_SLACK_*``): the timing stage's
+        own memory (both roles' workers, each with its kept outputs, on one device) did not fit, which is kbv's
+        failure (``harness_error``), not the candidate's ``runtime_error``. On the H100 (80 GB) 6 GiB outputs did
+        so (docs/results/h100-2026-12-05). None where it is the candidate's: no such reading, or it held more."""
+        if self.ctx.device == "cpu" or not reads_out_of_memory(error):
+            return None
+        held = (self.draft.memory_bytes.get("correctness_stage") or {}).get("held_max") or {}
+        cand, ref = held.get("candidate"), held.get("reference")
+        if not (isinstance(cand, int) and isinstance(ref, int)):
+            return None
+        if cand > ref + max(DEVICE_IN_USE_SLACK_BYTES, DEVICE_IN_USE_SLACK_REL * ref):
+            return None
+        return {"reason": "the timing stage ran out of device memory with both roles' workers and their kept "
+                          "outputs; in the correctness stage the candidate's processes held no more than the "
+                          "reference's", "held_max": {"candidate": cand, "reference": ref}}
+
     def _judge_idle_cpu(self) -> None:
         """Work while idle: a timing worker has no command while the other role's timing command runs, so its process
         tree should use no CPU then. The candidate's worker using more than the reference's did while idle (the
@@ -675,7 +698,7 @@ class PerformanceStage:
         last reply, or a thread of it launched afterwards, run beside the other role's timed calls, and its CPU
         clock (``idle_work``) need not show them. Recorded only (``flagged`` stays None): on the H100 a worker that
         loaded the GPU at about half duty while idle was named in no sample, and an honest idle process once was
-        (docs/results/h200-2026-12-05-c); the driver's period is too coarse for a rule."""
+        (docs/results/h100-2026-12-05); the driver's period is too coarse for a rule."""
         if self.ctx.device == "cpu" or self.idle_gpu is None or not self.idle_gpu["candidate"]["commands"]:
             return
         self.draft.timing_ms["idle_gpu"] = {

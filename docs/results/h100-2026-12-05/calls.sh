@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The device calls of h200-2026-12-05-c, run from the repository root as `bash docs/results/h200-2026-12-05-c/calls.sh N`
+# The device calls of h100-2026-12-05, run from the repository root as `bash docs/results/h100-2026-12-05/calls.sh N`
 # with .kb and .whl carried (see this folder's README). Each step streams into $OUT/consoleN.log and packs its --out.
 export PYTHONPATH=$PWD/src:/tmp/site PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl > /dev/null 2>&1
