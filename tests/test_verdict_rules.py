@@ -1800,6 +1800,44 @@ def test_judged_timed_call_is_drawn_after_the_rounds(fake, monkeypatch, tmp_path
     assert "performance/timing" in ctx.spent and "performance/judging" in ctx.spent
 
 
+@pytest.mark.parametrize("output_mib, each_command", [(1, False), (100, True)])
+def test_outputs_too_large_for_the_ring_are_judged_after_each_command(fake, monkeypatch, tmp_path, output_mib,
+                                                                      each_command) -> None:
+    """A command keeps at least one timed output. Where one output is more than a command's share of the kept-output
+    ring, the pair's kept outputs would exceed the ring (on an 80 GB H100 a candidate's worker held four 6 GiB
+    outputs and ran out of memory, docs/results/h100-2026-12-05): each command's kept calls are then judged, and
+    dropped, once that command has ended, before the next command begins. Otherwise drawn after the last round."""
+    log: list[tuple[str, str]] = []
+
+    class Logging(FakeWorker):
+        def call(self, msg: dict[str, Any], deadline: float, max_bytes: int | None = None,
+                 pacer: Any = None, spin: bool = False) -> dict[str, Any]:
+            log.append((self.spec.role, msg["cmd"]))
+            return super().call(msg, deadline, max_bytes, pacer)
+
+    monkeypatch.setattr(context_module, "Worker", Logging)
+    fake.scripts = {"reference": timing_script(1.0, 0.0), "candidate": timing_script(1.0, 0.0)}
+    ctx = context(tmp_path, timing_pairs=1, protocol="verified")
+    ctx.output_bytes = output_mib * 2**20
+    stage = performance.PerformanceStage(ctx)
+    assert stage.judge_each_command is each_command and (output_mib * 2**20 > stage.ring_bytes) is each_command
+    stage.run()
+    candidate = [cmd for role, cmd in log if role == "candidate" and cmd in ("time", "kept", "drop")]
+    if each_command:  # each command's outputs judged and dropped before the next
+        # per command, what followed it: its judged calls (k), then the drop (d); the burst check comes after
+        commands = "".join(cmd[0] for cmd in candidate).split("t")[1:]
+        commands[-1] = commands[-1][:commands[-1].index("d") + 1]
+        # every command judged (a draw among commands would tell the worker, once its pair's call was drawn, that
+        # every later command goes unjudged)
+        judged = min(performance.judged_calls(ctx.output_bytes), 20)  # the fake keeps 20 calls per command
+        assert commands == ["k" * judged + "d"] * 4, candidate
+        assert ctx.draft.timing_ms["judged_each_command"] == {"commands": 4, "judged": 4 * judged}
+    else:
+        first, drop = candidate.index("kept"), candidate.index("drop")  # drawn after every round, then dropped
+        assert candidate[:first] == ["time"] * 4 and set(candidate[first:drop]) == {"kept"}, candidate
+        assert "judged_each_command" not in ctx.draft.timing_ms
+
+
 def test_timed_inputs_are_handed_over_in_turn_only() -> None:
     """The pacer answers each call in order, call 0 of the next baseline after the last, and a timed call after the
     first only once the previous one was committed: a worker cannot gather later calls' inputs in advance."""

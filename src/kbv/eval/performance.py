@@ -132,6 +132,10 @@ class PerformanceStage:
         ring = max(RING_BYTES[ctx.device], int(RING_DEVICE_FRACTION * total) if isinstance(total, int) else 0)
         self.ring_bytes = ring // (TIMING_ROUNDS * len(self.baselines))
         self.burst_bytes = ring  # a burst's input sets and kept outputs, per worker
+        # a command keeps at least one output: where one is more than a command's share of the ring, the pair's kept
+        # outputs would exceed it (on an 80 GB H100 four 6 GiB outputs beside both workers' own: out of memory), so
+        # each command's kept call is judged, and dropped, once that command has ended
+        self.judge_each_command = ctx.output_bytes > self.ring_bytes
         # per role and baseline, each timing command's list of untimed times per timed call (its window on the
         # parent's clock minus the time its worker reported), in the order the commands ran: kbv.eval.pacing
         self.untimed: dict[str, dict[str, list[list[float]]]] = {"reference": {}, "candidate": {}}
@@ -503,10 +507,11 @@ class PerformanceStage:
                         loan.close_command()
                     if measure:
                         self._note_stage_memory(role, workers[role].pid, reply, pacer)
-                    if role == "reference" and self.ctx.device != "cpu":  # it kept its outputs while timed (the
-                        # same work as the candidate), never judged: on a GPU freed at once (device memory for two
-                        # roles' rings); on the CPU kept until the pair ends, as the candidate keeps its own, so both
-                        # processes hold alike (the whole-stage memory rule, _judge_stage_memory)
+                    if role == "reference" and (self.ctx.device != "cpu" or self.judge_each_command):  # it kept its
+                        # outputs while timed (the same work as the candidate), never judged: on a GPU freed at once
+                        # (device memory for two roles' rings); on the CPU kept until the pair ends, as the candidate
+                        # keeps its own, so both processes hold alike (the whole-stage memory rule,
+                        # _judge_stage_memory), unless the candidate's are judged and dropped after each command
                         self._call(reference, role, {"cmd": "drop"}, deadline)
                     self.ctx.watch(workers[role], f"timing round {round_index}")
                     flags[role] = reply["flags"]
@@ -540,6 +545,16 @@ class PerformanceStage:
                             self.ev.see("deferred_output")
                             self.draft.integrity.setdefault("deferred_output", []).append(
                                 {"round": round_index, "baseline": b, "outputs": ring["changed_after_return"]})
+                    if role == "candidate" and self.judge_each_command and kept:
+                        # outputs too large for the pair's ring (a command keeps one): every command's kept call is
+                        # judged once the command has ended, and dropped. Not a draw among commands: once a pair's
+                        # judged call had been drawn the worker would know every later command goes unjudged
+                        judged = min(len(kept), judged_calls(self.ctx.output_bytes))
+                        self._judge_timed_outputs(reference, candidate, kept, deadline, judged)
+                        each = self.draft.timing_ms.setdefault("judged_each_command", {"commands": 0, "judged": 0})
+                        each["commands"] += 1
+                        each["judged"] += judged
+                        kept = []
                     totals = wall.setdefault(role, [0.0, 0, 0.0])
                     totals[0] += elapsed_ms
                     totals[1] += calls
@@ -906,14 +921,15 @@ class PerformanceStage:
             self.ev.see("timed_output_mismatch")
 
     def _judge_timed_outputs(self, reference: Worker, candidate: Worker, kept: list[tuple[int, str, int, Pacer]],
-                             deadline: float) -> None:
-        """``judged_calls`` calls drawn by the parent, after the pair's rounds, among every timed call the
-        candidate kept: the worker never knows which calls, rounds or baselines are judged."""
+                             deadline: float, calls: int | None = None) -> None:
+        """``calls`` (default ``judged_calls``) calls drawn by the parent, after the pair's rounds (or, where the
+        outputs are too large for the ring, after each command: ``judge_each_command``), among every timed call the
+        candidate kept: the worker never knows which calls, rounds or baselines are judged before they are drawn."""
         if not kept:
             return
         rng = secrets.SystemRandom()
-        for round_index, baseline, index, pacer in rng.sample(kept, min(judged_calls(self.ctx.output_bytes),
-                                                                        len(kept))):
+        calls = judged_calls(self.ctx.output_bytes) if calls is None else calls  # 0: the kept outputs dropped only
+        for round_index, baseline, index, pacer in rng.sample(kept, min(calls, len(kept))):
             self._judge(reference, candidate, {"round": round_index, "baseline": baseline, "index": index,
                                                "drop": False}, pacer.inputs(baseline, index), baseline, deadline,
                         {"round": round_index, "baseline": baseline, "index": index})
