@@ -743,7 +743,8 @@ class PerformanceStage:
 
     def _judge_stage_memory(self) -> None:
         """The CPU's whole-stage memory rule (``STAGE_MEMORY_SLACK_*``): each role's rise over its timing commands,
-        less the timed outputs it keeps (both roles keep every command's until the pair ends); the candidate's above
+        less the timed outputs it keeps (both roles keep every command's until the pair ends, or one command's where
+        they are judged after each: ``judge_each_command``); the candidate's above
         the reference's by more than the slack, and ``STAGE_MEMORY_TRANSIENT_OUTPUTS`` of one call's output bytes
         (the harness's own buffers between calls, peaking together differently in processes of the same code), is
         ``memory_above_reference``. Recorded as
@@ -759,7 +760,9 @@ class PerformanceStage:
             self.draft.memory_bytes["timing_stage"] = {"device_held_max": dict(rise), "kept_outputs": kept,
                                                        "flagged": None}
             return
-        kept = {role: sum(calls[role]) * per_call for role in ("reference", "candidate")}
+        # outputs judged and dropped after each command (judge_each_command, both roles): one command's at most
+        held_at_once = max if self.judge_each_command else sum
+        kept = {role: held_at_once(calls[role]) * per_call for role in ("reference", "candidate")}
         held = {role: rise[role] - kept[role] for role in ("reference", "candidate")}
         allowed = (held["reference"] + max(STAGE_MEMORY_SLACK_BYTES, STAGE_MEMORY_SLACK_REL * max(held["reference"], 0))
                    + STAGE_MEMORY_TRANSIENT_OUTPUTS * per_call)
