@@ -71,3 +71,21 @@ def test_keeping_every_output_raises_the_resident_set_by_the_kept_bytes_alone():
     rise = int(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
     kept = 200 * 256 * 1024
     assert kept <= rise <= kept + 8 * 2**20, rise / 2**20
+
+
+def test_outputs_above_a_commands_ring_share_are_judged_after_each_command_in_a_real_worker(monkeypatch):
+    """Issue 13 (an 80 GB H100 ran a worker keeping four 6 GiB outputs out of memory, docs/results/h100-2026-12-05):
+    where one output is more than a command's share of the kept-output ring, each command keeps one call, which is
+    judged when the command ends and dropped. Here the ring is shrunk so the built-in ReLU's 256 KiB outputs exceed
+    a command's 128 KiB: the real workers answer the per-command judging and drops, every timed call is judged, and
+    the honest candidate is correct."""
+    from conftest import CANDIDATES, problem_path
+    from kbv.eval import EvalOptions, evaluate, performance
+
+    monkeypatch.setattr(performance, "RING_BYTES", {"cuda": 8 * 2**30, "cpu": 2**20})
+    record = evaluate(problem_path("level1/5_ReLU"), CANDIDATES / "correct_torch.py",
+                      EvalOptions(device="cpu", timing_pairs=1))
+    assert record.verdict == "correct" and "fallback" in record.flags, (record.verdict, record.flags, record.error)
+    each = record.timing_ms["judged_each_command"]
+    assert each["commands"] == 4 and each["judged"] == 8, each  # one kept call per baseline and command, all judged
+    assert record.timing_ms["candidate_verified"]["n"] == 4  # the ring's cap: one timed call per command
