@@ -550,7 +550,7 @@ class PerformanceStage:
                         # judged once the command has ended, and dropped. Not a draw among commands: once a pair's
                         # judged call had been drawn the worker would know every later command goes unjudged
                         judged = min(len(kept), judged_calls(self.ctx.output_bytes))
-                        self._judge_timed_outputs(reference, candidate, kept, deadline, judged)
+                        self._judge_timed_outputs(reference, candidate, kept, deadline)
                         each = self.draft.timing_ms.setdefault("judged_each_command", {"commands": 0, "judged": 0})
                         each["commands"] += 1
                         each["judged"] += judged
@@ -924,15 +924,15 @@ class PerformanceStage:
             self.ev.see("timed_output_mismatch")
 
     def _judge_timed_outputs(self, reference: Worker, candidate: Worker, kept: list[tuple[int, str, int, Pacer]],
-                             deadline: float, calls: int | None = None) -> None:
-        """``calls`` (default ``judged_calls``) calls drawn by the parent, after the pair's rounds (or, where the
-        outputs are too large for the ring, after each command: ``judge_each_command``), among every timed call the
-        candidate kept: the worker never knows which calls, rounds or baselines are judged before they are drawn."""
+                             deadline: float) -> None:
+        """``judged_calls`` calls drawn by the parent, after the pair's rounds (or, where the outputs are too large
+        for the ring, after each command: ``judge_each_command``), among every timed call the candidate kept: the
+        worker never knows which calls, rounds or baselines are judged before they are drawn."""
         if not kept:
             return
         rng = secrets.SystemRandom()
-        calls = judged_calls(self.ctx.output_bytes) if calls is None else calls  # 0: the kept outputs dropped only
-        for round_index, baseline, index, pacer in rng.sample(kept, min(calls, len(kept))):
+        for round_index, baseline, index, pacer in rng.sample(kept, min(judged_calls(self.ctx.output_bytes),
+                                                                        len(kept))):
             self._judge(reference, candidate, {"round": round_index, "baseline": baseline, "index": index,
                                                "drop": False}, pacer.inputs(baseline, index), baseline, deadline,
                         {"round": round_index, "baseline": baseline, "index": index})
