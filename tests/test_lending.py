@@ -170,10 +170,14 @@ def test_a_refilled_slot_is_compared_with_its_latest_contents() -> None:
     lent.close()
 
 
+@pytest.mark.parametrize("chunk", [None, 16])
 @pytest.mark.parametrize("write", ["none", "band_after", "band_before", "input", "input_excused", "all"])
-def test_the_gpus_one_read_check_finds_what_the_check_finds(write) -> None:
+def test_the_gpus_one_read_check_finds_what_the_check_finds(write, chunk, monkeypatch) -> None:
     """On a GPU the read-back keeps every figure on the device and reads them once (each read waits for a time slice
-    on a shared GPU): the same bands and inputs found changed as the CPU's check, band by band and input by input."""
+    on a shared GPU): the same bands and inputs found changed as the CPU's check, band by band and input by input;
+    also where inputs are compared in many chunks (``EQUAL_CHUNK_BYTES``)."""
+    if chunk:
+        monkeypatch.setattr(lending, "EQUAL_CHUNK_BYTES", chunk)
     args = [torch.rand(4, 33), 7, torch.arange(10, dtype=torch.int64), torch.rand(3, dtype=torch.float64), None]
     lent = lending.Lent(args, 4096, seed=3, device="cpu", kinds=("host",))
     views = _borrowed(lent)
@@ -272,3 +276,27 @@ def test_host_bytes_compare_equal_exactly_when_every_byte_does(where) -> None:
     assert not lending._equal_bytes(a, b) and not lending._equal_bytes(b, a)
     assert lending._equal_bytes(a[where + 1:], b[where + 1:])  # views at any offset
     assert not lending._equal_bytes(a[:4096], a[4096:]) or torch.equal(a[:4096], a[4096:])
+
+
+@pytest.mark.parametrize("where", [0, 255, 256, 4095, 4096, 8191])
+def test_device_bytes_compare_chunk_by_chunk(monkeypatch, where) -> None:
+    """The comparison a GPU takes (no memcmp: here int8 views on the CPU) goes EQUAL_CHUNK_BYTES at a time and still
+    finds a byte changed anywhere, in any chunk."""
+    monkeypatch.setattr(lending, "EQUAL_CHUNK_BYTES", 256)
+    a = torch.randint(-128, 128, (8192,), dtype=torch.int8)
+    b = a.clone()
+    assert lending._equal_bytes(a, b) and not lending._equal_bytes(a, b[:-1])
+    b[where] ^= 0x10
+    assert not lending._equal_bytes(a, b)
+
+
+def test_the_lenders_own_writes_are_read_against_the_copy_it_lends() -> None:
+    """The reference's ``mutated_inputs`` where it lends: its inputs against the copy it made before its call."""
+    x, y = torch.rand(64, 32), torch.rand(16)
+    lent = lending.Lent([x, 3, y], 4096, 7, "cpu", ("host",))
+    assert lent.written_since_copied() == []
+    torch.relu_(x)  # no bit changes: [0, 1) stays as it is
+    assert lent.written_since_copied() == []
+    y[5] = -1.0
+    assert lent.written_since_copied() == [2]
+    lent.close()

@@ -178,3 +178,21 @@ def test_a_far_slower_kernel_is_timed_briefly_and_its_speedup_bounded() -> None:
         s = record.speedup[baseline]
         assert s["bound"] == "upper" and s["value"] < 0.05
     assert record.wall_seconds["performance"] < 30
+
+
+def test_a_reference_that_writes_into_its_input_excuses_the_same_write(tmp_path) -> None:
+    """The reference's own writes into its inputs are read against the copy it lends (no clone of its inputs): the
+    same in-place kernel as the candidate is not flagged, and the record says the reference wrote into input 0."""
+    folder = tmp_path / "level1"
+    folder.mkdir()
+    (folder / "1_InplaceReLU.py").write_text(
+        "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n    def forward(self, x):\n"
+        "        return torch.relu_(x)\n\n\ndef get_inputs():\n    return [torch.rand(64, 256)]\n\n\n"
+        "def get_init_inputs():\n    return []\n")
+    problem = load_problem(folder / "1_InplaceReLU.py")
+    record = evaluate(problem, write_reference_candidate(problem, tmp_path), EvalOptions(**CPU))
+    assert record.verdict == "correct", (record.verdict, record.flags, record.error)
+    assert "input_mutated" not in record.flags and "output_aliases_input" not in record.flags
+    use = record.correctness["input_use"]
+    assert use["lent_trials"] > 0  # the route under test: the reference lent its inputs
+    assert use["reference_mutated_inputs"]["D4"] == [0] and "D1" not in use["reference_mutated_inputs"]

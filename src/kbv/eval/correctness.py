@@ -472,6 +472,8 @@ class CorrectnessStage:
         that shares storage with an input. Outputs may be right and still break these: verdict ``rejected``."""
         self._check_threads(cand, ref, distribution)
         self._check_strides(cand, ref, distribution)
+        if ref.get("mutated_inputs"):  # the reference's own writes, which excuse the same in the candidate
+            self.ctx.note("input_use", "reference_mutated_inputs", distribution, ref["mutated_inputs"])
         mutated = sorted(set(cand.get("mutated_inputs", [])) - set(ref.get("mutated_inputs", [])))
         ref_aliases = {tuple(a) for a in ref.get("aliased_outputs", [])}
         aliased = [a for a in cand.get("aliased_outputs", []) if tuple(a) not in ref_aliases]

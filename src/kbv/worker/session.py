@@ -337,7 +337,6 @@ class Session:
             self.integrity.flags_set(backends.apply_baseline(msg["baseline"]))
         args, guards, lent = self._trial_inputs(msg)
         tensor_args = [(i, a) for i, a in enumerate(args) if type(a) is _Tensor]
-        before = [] if lent else [(i, _Tensor.clone(a)) for i, a in tensor_args]  # lent: the judge compares them
         lend, lend_error = None, None
         tag = msg.get("trial")
         if msg.get("lend") and self.spec["role"] == "reference":  # a copy for the candidate, before this call
@@ -349,6 +348,9 @@ class Session:
                                     tuple(self.spec.get("handoff") or ("host",)))
             except (lending.LendError, handoff.HandoffError, OSError, RuntimeError) as exc:
                 lend_error = f"{type(exc).__name__}: {str(exc)[:300]}"
+        # whether forward writes into an input: lent inputs are compared by the judge; the reference's own, where it
+        # lends a copy, against that copy (not yet handed over: no clone, a whole input less on the device)
+        before = [] if lent or lend is not None else [(i, _Tensor.clone(a)) for i, a in tensor_args]
         poison = msg.get("poison")
         canary = None
         if poison:  # last before the call: freed blocks of the sizes it allocates hold the poison byte
@@ -373,7 +375,8 @@ class Session:
             "forward_ms": forward_ms,
             "shapes": [list(item["tensor"].shape) if "tensor" in item else None for item in items],
             "strides": [item.get("stride") for item in items],
-            "mutated_inputs": [i for (i, a), (_, b) in zip(tensor_args, before) if not _same(a, b)],
+            "mutated_inputs": (lend.written_since_copied() if lend is not None
+                               else [i for (i, a), (_, b) in zip(tensor_args, before) if not _same(a, b)]),
             "aliased_outputs": [[k, i] for k, item in enumerate(items) if "tensor" in item
                                 for i, a in tensor_args if _shares_storage(item["tensor"], a)],
         }

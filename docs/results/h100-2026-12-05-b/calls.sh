@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The device calls of h200-2026-12-05-c, run from the repository root as `bash docs/results/h200-2026-12-05-c/calls.sh N`
+# The device calls of h100-2026-12-05-b, run from the repository root as `bash docs/results/h100-2026-12-05-b/calls.sh N`
 # with .kb and .whl carried (see this folder's README). Each step streams into $OUT/consoleN.log and packs its --out.
 export PYTHONPATH=$PWD/src:/tmp/site PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl > /dev/null 2>&1
@@ -11,4 +11,5 @@ case $1 in
   1) reward "${2:-230}" c1r5a 5; reward "${3:-250}" c1r5b 5; g "${4:-95}" c1fx --stages bench --bench-runs fixed ;;
   2) KBV_PYTEST_TIMEOUT="${2:-400}" g "$(( ${2:-400} + 10 ))" c2py --stages pytest ;;
   3) g "${2:-560}" c3vs --stages vskb --vskb-budget "${3:-440}" ;;
+  5) for i in 1 2 3 4; do g 60 c5sq$i --stages suite --only level1/1_Square_Matmul; [ $((SECONDS-S)) -gt 190 ] && break; done ;;
 esac
