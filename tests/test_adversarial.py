@@ -387,7 +387,9 @@ def test_work_while_idle_is_seen_from_the_workers_cpu_clock(corpus, monkeypatch)
     from kbv.eval import performance as perf_mod
 
     idle = corpus["idle_spinner"]["timing_ms"]["idle_cpu"]
-    assert idle["flagged"] and idle["cpu_ms"]["candidate"] > 4 * idle["allowed_ms"], idle
+    # a margin of twice what the rule allows: the spinner used 140-258 ms alone on this CPU, 99 ms beside another
+    # test run (its thread then got less of a CPU)
+    assert idle["flagged"] and idle["cpu_ms"]["candidate"] > 2 * idle["allowed_ms"], idle
     honest = corpus["correct_torch"]["timing_ms"]["idle_cpu"]
     assert not honest["flagged"] and honest["cpu_ms"]["candidate"] < 5.0, honest
     monkeypatch.setattr(perf_mod, "IDLE_CPU_SLACK_MS", float("inf"))
