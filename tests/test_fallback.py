@@ -442,31 +442,3 @@ def test_the_profiled_calls_module_list_walks_only_for_a_mapped_object_nothing_e
     assert len(walks) == (1 if load else 0)
     assert (reply["modules"].get("_bisect") == os.path.realpath(so)) is load
     assert reply["fallback"]["compute_ops"] == {"aten.relu": 1}
-
-
-@pytest.mark.parametrize("window_cpu, expected", [
-    ({"reference": {"cpu_ms": 100.0, "wall_ms": 100.0}}, 100.0),  # an unloaded machine: as the calls' wall times say
-    ({"reference": {"cpu_ms": 25.0, "wall_ms": 100.0}}, 25.0),  # loaded from outside: a quarter of a CPU
-    ({"reference": {"cpu_ms": 180.0, "wall_ms": 100.0}}, 100.0),  # threads of its own: at most one CPU's worth
-    # the candidate idling in its own windows lowers nothing: only the reference's share counts
-    ({"reference": {"cpu_ms": 100.0, "wall_ms": 100.0}, "candidate": {"cpu_ms": 5.0, "wall_ms": 100.0}}, 100.0),
-    ({}, 100.0),  # not read: as before
-])
-def test_the_timed_samples_expected_follow_the_references_share_of_a_cpu(window_cpu, expected) -> None:
-    """The parent's samples count CPU time and the calls' medians count wall time: on a machine loaded from outside
-    the timed calls would give fewer samples than their wall times suggest, so the expectation is scaled by the
-    share of a CPU the reference's worker had in its timed calls' windows (``timing_ms.window_cpu``); an honest
-    C++ kernel's 5 samples in its own code are then no longer under a tenth of what was expected."""
-    from types import SimpleNamespace
-
-    from kbv.eval.pair import PairEvaluation
-    from kbv.fallback import sampled
-
-    timing = {"forward_calls": {"candidate": 100}, "candidate_verified": {"median": 2.0}, "window_cpu": window_cpu}
-    fake = SimpleNamespace(ctx=SimpleNamespace(device="cpu", draft=SimpleNamespace(timing_ms=timing),
-                                               stage_samples={"performance": {"candidate": {"/build/x/relu.so": 5}}}))
-    fake._reference_cpu_share = lambda: PairEvaluation._reference_cpu_share(fake)
-    timed = PairEvaluation._timed_samples(fake)
-    assert timed is not None and timed[1] == pytest.approx(expected)
-    seen = sampled.judge({"/build/x/relu.so": 20}, {}, ("/build/x",), False, True, timed=timed)
-    assert seen["timed_own_missing"] is (expected == 100.0)

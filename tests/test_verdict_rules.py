@@ -2027,24 +2027,6 @@ def test_untimed_time_is_each_calls_window_less_its_reported_time() -> None:
     assert untimed_ms(windows, [1.0, 1.0, 1.0]) == [2.0, 3.0]
 
 
-def test_the_pacer_reads_the_workers_cpu_clock_over_each_timed_window_only() -> None:
-    """``Pacer.window_cpu``: the worker's CPU clock from the moment a timed call's answer goes to its commitment,
-    summed with the parent's clock over the same windows; the untimed calls before (estimates, warm-up) count not."""
-    clock = iter([1_000_000, 4_000_000, 4_000_000, 6_000_000])  # ns: 3 ms, then 2 ms of CPU in the two windows
-    pacer = Pacer(7, DISTRIBUTION_NAMES, ("verified",), 0, 100, cpu_clock=lambda: next(clock))
-    pacer.need(["verified", 0, FIRST_TIMED_CALL])
-    pacer.sent()
-    for index in (FIRST_TIMED_CALL, FIRST_TIMED_CALL + 1):
-        pacer.need(["verified", index])
-        pacer.sent()
-        time.sleep(0.01)
-        pacer.committed([0, "verified", index, [0, 0]])
-    cpu_ms, wall_ms = pacer.window_cpu
-    assert cpu_ms == pytest.approx(5.0) and wall_ms >= 20.0
-    assert wall_ms == pytest.approx(sum(pacer.windows["verified"].values()))
-    assert next(clock, None) is None  # read twice per timed window, never for the untimed calls
-
-
 @pytest.mark.parametrize("option, device, lent", [
     (None, "cpu", True), (None, "cuda", False), (None, "cuda:1", False), (True, "cuda", True), (False, "cpu", False)])
 def test_timed_inputs_are_lent_by_default_on_the_cpu_and_not_yet_on_a_gpu(option, device, lent) -> None:

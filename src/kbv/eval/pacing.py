@@ -47,12 +47,6 @@ class Pacer:
     # the parent's own look at every timed call (``kbv.eval.performance``: the worker's peak memory over it), called
     # with True just before a timed call's answer goes and with False once its commitment has arrived
     around: Callable[[bool], None] | None = None
-    # the worker's CPU clock (``kbv.sandbox.observe.process_cpu_ns``), read as each timed call's window opens and
-    # closes: ``window_cpu`` sums [CPU ms, parent's clock ms] over those windows, in which the worker only computes
-    # (loads inputs, flushes, calls forward, keeps and digests its output): its share of a CPU there
-    cpu_clock: Callable[[], int | None] | None = None
-    window_cpu: list[float] = field(default_factory=lambda: [0.0, 0.0])
-    _sent_cpu: dict[tuple[str, int], int | None] = field(default_factory=dict)
     _position: int = -1
     _next: int = 0
     _committed: set[tuple[str, int]] = field(default_factory=set)
@@ -104,8 +98,6 @@ class Pacer:
         """The answer to the last ``need`` has been written to the worker: its call's window opens now."""
         if self._open is not None and self._open[1] >= FIRST_TIMED_CALL:
             self._sent_at[self._open] = time.perf_counter()
-            if self.cpu_clock is not None:
-                self._sent_cpu[self._open] = self.cpu_clock()
         self._open = None
 
     def committed(self, entry: list[Any]) -> None:
@@ -116,13 +108,8 @@ class Pacer:
         call = (str(entry[1]), int(entry[2]))
         self._committed.add(call)
         opened = self._sent_at.pop(call, None)
-        cpu_opened = self._sent_cpu.pop(call, None)
         if opened is not None:
             self.windows.setdefault(call[0], {})[call[1]] = (at - opened) * 1e3
-            cpu_closed = self.cpu_clock() if self.cpu_clock is not None and cpu_opened is not None else None
-            if cpu_opened is not None and cpu_closed is not None:
-                self.window_cpu[0] += (cpu_closed - cpu_opened) / 1e6
-                self.window_cpu[1] += (at - opened) * 1e3
             if self.around is not None:
                 self.around(False)
 

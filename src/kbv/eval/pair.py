@@ -331,30 +331,15 @@ class PairEvaluation:
                              bool(ctx.draft.fallback.get("no_work_observed")), self._timed_samples())
         if ctx.sampler_error:
             seen["error"] = ctx.sampler_error
-        if seen.get("timed_expected_samples") is not None:
-            seen["timed_cpu_share"] = self._reference_cpu_share()
         ctx.draft.fallback["sampled"] = seen
         if seen["flags"] and not ctx.evidence.observed & {"fallback", "partial_fallback"}:
             ctx.evidence.see(*seen["flags"])
 
-    def _reference_cpu_share(self) -> float:
-        """The share of a CPU the reference's worker had in its timed calls' windows (its CPU clock over the
-        parent's clock there, ``timing_ms.window_cpu``), at most 1: below 1 where the machine was loaded from outside
-        (the samples count CPU time, the calls' medians wall time). The reference's, not the candidate's: the
-        candidate could lower its own by idling; both roles' commands alternate under the same load. 1 where it was
-        not read."""
-        window = ((self.ctx.draft.timing_ms or {}).get("window_cpu") or {}).get("reference") or {}
-        cpu, wall = window.get("cpu_ms"), window.get("wall_ms")
-        if not isinstance(cpu, (int, float)) or not isinstance(wall, (int, float)) or wall <= 0:
-            return 1.0
-        return round(min(1.0, max(cpu, 0.0) / wall), 3)
-
     def _timed_samples(self) -> tuple[dict[str, int], float] | None:
         """On the CPU: the candidate's samples in the timing stage, and how many its forward calls there would give
         at ``SAMPLE_HZ``: the timing commands' calls (``timing_ms.forward_calls``) at its own median per call, and
-        the long burst's calls at the parent's clock per call, times the share of a CPU the reference's worker had
-        while timed (``_reference_cpu_share``); None without them. On a GPU a forward's host time is its launches,
-        not its kernels: not judged there."""
+        the long burst's calls at the parent's clock per call; None without them. On a GPU a forward's host time is
+        its launches, not its kernels: not judged there."""
         ctx = self.ctx
         staged = ctx.stage_samples.get("performance", {}).get("candidate")
         timing = ctx.draft.timing_ms or {}
@@ -369,7 +354,7 @@ class PairEvaluation:
         burst_per_call = (burst.get("wall_per_call") or {}).get("candidate")
         if isinstance(burst_calls, int) and isinstance(burst_per_call, (int, float)):
             busy_ms += burst_calls * float(burst_per_call)
-        return staged, busy_ms / 1e3 * SAMPLE_HZ * self._reference_cpu_share()
+        return staged, busy_ms / 1e3 * SAMPLE_HZ
 
     def _env(self) -> dict[str, Any]:
         ctx = self.ctx

@@ -10,7 +10,6 @@ candidate far slower than the reference is timed once with few trials (``timing_
 
 from __future__ import annotations
 
-import functools
 import math
 import secrets
 import statistics
@@ -150,9 +149,6 @@ class PerformanceStage:
         # per role, the CPU time its timing worker used while the other role's timing command ran (it has no command
         # then: idle), and that command's wall time, in milliseconds, read by the parent (``observe.cpu_ns``)
         self.idle_cpu: dict[str, list[float]] = {"reference": [0.0, 0.0], "candidate": [0.0, 0.0]}
-        # per role, its worker's CPU ms and the parent's ms over its timed calls' windows (Pacer.window_cpu): the
-        # share of a CPU it had while computing, below 1 under outside load (kbv.eval.pair._timed_samples)
-        self.window_cpu: dict[str, list[float]] = {"reference": [0.0, 0.0], "candidate": [0.0, 0.0]}
         # on a GPU: per role, the driver's utilisation samples of its worker while the other role was timed
         # samples, most SM %, commands read over and the samples that saw SM use; None once NVML could not be
         # asked (timing_ms.idle_gpu)
@@ -442,8 +438,6 @@ class PerformanceStage:
         self._judge_stage_memory()
         self._judge_call_memory()
         self._judge_idle_cpu()
-        self.draft.timing_ms["window_cpu"] = {role: {"cpu_ms": round(cpu, 3), "wall_ms": round(wall, 3)}
-                                              for role, (cpu, wall) in self.window_cpu.items() if wall}
         self._record_idle_gpu()
 
     def _time_pair(self, reference: Worker, candidate: Worker, pair_index: int, cached: dict[str, Any], seed: int,
@@ -495,9 +489,6 @@ class PerformanceStage:
                         self.stage_memory["start"][role] = observe.peak_start(workers[role].pid)
                     if measure:
                         pacer.around = self._call_memory(role)
-                    pid = workers[role].pid
-                    if pid is not None:
-                        pacer.cpu_clock = functools.partial(observe.processes_cpu_ns, observe.tree(pid))
                     other = roles[1] if role == roles[0] else roles[0]
                     idle_from = observe.cpu_ns(workers[other].pid)  # the other role's worker, idle meanwhile
                     busy_from = time.time()
@@ -510,8 +501,6 @@ class PerformanceStage:
                         self.idle_cpu[other][1] += elapsed_ms
                     if self.ctx.device != "cpu":
                         self._note_idle_gpu(other, workers[other].pid, busy_from, elapsed_ms)
-                    for k in (0, 1):
-                        self.window_cpu[role][k] += pacer.window_cpu[k]
                     if pacer.fill_error is not None:  # the lender failed while filling the slot
                         raise pacer.fill_error
                     if lent:

@@ -106,20 +106,6 @@ def snapshot(pid: int | None) -> Snapshot | None:
 _CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
-def processes_cpu_ns(pids: list[int]) -> int | None:
-    """The CPU clocks of these processes (every thread each has run) summed, in nanoseconds: one system call per
-    process, cheap enough around each timed call (a worker's tree taken once per command: ``tree``). None where none
-    can be read."""
-    total, seen = 0, False
-    for p in pids:
-        try:
-            total += time.clock_gettime_ns(((~p) << 3) | 2)  # MAKE_PROCESS_CPUCLOCK(p, CPUCLOCK_SCHED)
-            seen = True
-        except OSError:
-            continue
-    return total if seen else None
-
-
 def cpu_ns(pid: int | None) -> int | None:
     """CPU time a worker's tree has used so far, in nanoseconds: each process's CPU clock (every thread it has run,
     ``clock_gettime`` on the process clock, nanosecond resolution) plus the children it has reaped (``cutime`` and
