@@ -2260,6 +2260,26 @@ def test_a_cached_reference_time_its_remeasure_finds_too_slow_is_dropped(fake, m
         assert "reference_timing_cached" in ctx.evidence.observed
 
 
+@pytest.mark.parametrize("slowed_ms", [0.0, 0.3])
+def test_reference_commands_right_after_a_candidates_are_recorded_apart(fake, tmp_path, slowed_ms) -> None:
+    """``timing_ms.reference_after_candidate``: in ABBA rounds the reference's second and fourth commands follow one
+    of the candidate's; device work left queued at the candidate's reply would slow those. A reference slowed there
+    by ``slowed_ms`` per call reads a ratio of 1.3 (recorded, deciding nothing yet); one that is not, 1.0."""
+    plain = timing_script(1.0, 0.0)
+
+    def reference(msg: dict[str, Any]) -> dict[str, Any]:
+        if msg["cmd"] != "time":
+            return plain(msg)
+        return timing_script(1.0 + (slowed_ms if msg["round"] in (1, 3) else 0.0), 0.0)(msg)
+    fake.scripts = {"reference": reference, "candidate": timing_script(1.0, 0.0)}
+    ctx = context(tmp_path, timing_pairs=1, protocol="verified")
+    performance.PerformanceStage(ctx).run()
+    found = ctx.draft.timing_ms["reference_after_candidate"]["verified"]
+    assert found["after_ms"] == [1.0 + slowed_ms] * 2 and found["other_ms"] == [1.0, 1.0]
+    assert found["ratio"] == pytest.approx(1.0 + slowed_ms)
+    assert not ctx.evidence.observed - {"fallback"}  # recorded only
+
+
 def test_a_clean_single_timing_pair_needs_no_second(fake, tmp_path) -> None:
     fake.scripts = {"reference": timing_script(1.0, 0.0), "candidate": timing_script(1.0, 0.0)}
     ctx = context(tmp_path, timing_pairs=1, protocol="verified")

@@ -149,6 +149,10 @@ class PerformanceStage:
         # per role, the CPU time its timing worker used while the other role's timing command ran (it has no command
         # then: idle), and that command's wall time, in milliseconds, read by the parent (``observe.cpu_ns``)
         self.idle_cpu: dict[str, list[float]] = {"reference": [0.0, 0.0], "candidate": [0.0, 0.0]}
+        # per baseline, the median of each reference timing command that came right after a candidate's timing
+        # command ("after") and of the others ("other"): device work a candidate left queued at its reply runs
+        # beside the next command (timing_ms.reference_after_candidate)
+        self.reference_rounds: dict[str, dict[str, list[float]]] = {}
         # on a GPU: per role, the driver's utilisation samples of its worker while the other role was timed
         # samples, most SM %, commands read over and the samples that saw SM use; None once NVML could not be
         # asked (timing_ms.idle_gpu)
@@ -439,6 +443,7 @@ class PerformanceStage:
         self._judge_call_memory()
         self._judge_idle_cpu()
         self._record_idle_gpu()
+        self._record_reference_after_candidate()
 
     def _time_pair(self, reference: Worker, candidate: Worker, pair_index: int, cached: dict[str, Any], seed: int,
                    share: float, deadline: float, samples: Samples, warmups: dict[str, dict[str, int]],
@@ -466,6 +471,7 @@ class PerformanceStage:
                     samples[role][b].append([])
                 if self.ctx.device == "cpu":  # the baseline before any call (see CorrectnessStage._distributions)
                     self.ctx.watch(workers[role], "before the first timed call")
+            previous: str | None = None  # the role of the pair's last timing command
             for round_index in range(TIMING_ROUNDS):
                 order = roles if round_index % 2 == 0 else roles[::-1]
                 for role in order:
@@ -520,6 +526,9 @@ class PerformanceStage:
                         timing = reply["timing"][b]
                         times = [as_float(t) for t in timing["times_ms"]]
                         samples[role][b][-1].extend(times)
+                        if role == "reference" and times:
+                            self.reference_rounds.setdefault(b, {"after": [], "other": []})[
+                                "after" if previous == "candidate" else "other"].append(statistics.median(times))
                         warmups[role].setdefault(b, timing["warmup"])
                         self.draft.timing_ms["flush_bytes"] = timing["flush_bytes"]
                         calls += 3 + int(timing["warmup"]) + len(times)
@@ -565,6 +574,7 @@ class PerformanceStage:
                         self.ev.see("timer_inconsistent")
                         self.draft.integrity.setdefault("timer_inconsistent", []).append(
                             {"role": role, "reported_ms": reported, "wall_ms": elapsed_ms})
+                    previous = role
                 if self.truncated:
                     break
             self._note_loans(loans)
@@ -728,6 +738,22 @@ class PerformanceStage:
             if sm > 0 and len(figures["busy"]) < IDLE_GPU_KEPT_SAMPLES:
                 figures["busy"].append([round(offset * 1e3, 1), sm, round(elapsed_ms, 1)])
         figures["commands"] += 1
+
+    def _record_reference_after_candidate(self) -> None:
+        """``timing_ms.reference_after_candidate``: per baseline, the medians of the reference's timing commands that
+        came right after one of the candidate's (``after_ms``: in ABBA rounds the second and fourth) and of the
+        others (``other_ms``), and ``ratio``, the least of the first over the most of the second. Device work the
+        candidate's worker left queued when it replied (patching kbv's code in its process to launch it after the
+        timer's last synchronize) runs beside the reference's next timed calls and slows them, uses no CPU and is
+        too short for the driver's samples (``idle_gpu``): it would show here as a ratio above 1. Recorded only
+        (``flagged`` stays None) until honest pairs on a GPU say how far the ratio strays."""
+        found = {b: v for b, v in self.reference_rounds.items() if v["after"] and v["other"]}
+        if not found:
+            return
+        self.draft.timing_ms["reference_after_candidate"] = {
+            b: {"after_ms": [round(t, 5) for t in v["after"]], "other_ms": [round(t, 5) for t in v["other"]],
+                "ratio": round(min(v["after"]) / max(v["other"]), 4) if max(v["other"]) > 0 else None}
+            for b, v in found.items()}
 
     def _record_idle_gpu(self) -> None:
         """GPU work while idle (``timing_ms.idle_gpu``): per role, how many of the driver's utilisation samples
