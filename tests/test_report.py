@@ -190,3 +190,24 @@ def test_where_the_time_went_per_run(tmp_path) -> None:
     html = tmp_path / "r.html"
     assert runner.invoke(main, ["report", str(path), "--html", str(html)]).exit_code == 0
     assert '<h2 id="time">Where the time went</h2>' in html.read_text()
+    # a pair stopped at correctness still paid for its timing workers (started ahead) to exit: that part sits under a
+    # performance stage of its own, and the shares add up to the whole
+    stopped = rec(P1, "incorrect", "incorrect", None, None, dists=D_PASS) | {"wall_seconds": {
+        "correctness": 0.21, "correctness/trials": 0.2, "performance/process_exit": 0.015, "total": 0.23}}
+    spent = time_breakdown([stopped])
+    assert list(spent) == ["correctness", "correctness/trials", "performance", "performance/process_exit"]
+    assert spent["performance"]["total_s"] == 0.015
+    assert sum(v["share"] for k, v in spent.items() if "/" not in k) == pytest.approx(1.0)
+
+
+def test_a_long_note_is_shortened_visibly() -> None:
+    """The per-candidate table's note keeps at most NOTE_CHARS characters and says so with "…" (a cut reason read as
+    whole would mislead); a short one is left as it is."""
+    from kbv.report.text import NOTE_CHARS, failure_note
+
+    long_reason = "max |err| 1, atol_eff 1e-05 at index 4095 of output 0; " * 4
+    record = {"correctness": {"failed_distributions": ["D1"], "distributions": {"D1": {"reason": long_reason}}}}
+    note = failure_note(record)
+    assert len(note) == NOTE_CHARS and note.endswith("…") and note.startswith("fails D1: max |err| 1")
+    record["correctness"]["distributions"]["D1"]["reason"] = "shape"
+    assert failure_note(record) == "fails D1: shape"

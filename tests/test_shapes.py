@@ -13,7 +13,7 @@ import torch
 
 from kbv.problems.candidates import Candidate
 from kbv.eval import EvalOptions, evaluate
-from kbv.problems import Problem, builtin_suite_dir, discover, load_problem
+from kbv.problems import Problem, builtin_suite_dir, discover, load_problem, load_problem_in_suite
 from kbv.records import Record
 from kbv.eval.shapes import merge
 from kbv.tracesuite.weights import load_heldout
@@ -33,6 +33,8 @@ def test_discover_attaches_held_out_shapes_and_the_file_has_none() -> None:
     assert "200" not in problem.path.read_text()  # held-out shapes never reach the generator's file
     alone = load_problem(problem.path)  # loaded without its suite: no evaluator side
     assert alone.held_out_shapes == ()
+    # given alone where it sits in its suite (kbv eval --problem): the suite's held-out shapes all the same
+    assert load_problem_in_suite(problem.path).held_out_shapes == ({"rows": 3, "cols": 200},)
 
 
 @pytest.fixture(scope="module")
@@ -50,6 +52,9 @@ def test_an_honest_kernel_is_correct_on_every_shape(records) -> None:
     values = r.speedup["verified"]["per_shape"]
     assert len(values) == 3 and r.speedup["verified"]["value"] == pytest.approx(
         (values[0] * values[1] * values[2]) ** (1 / 3))
+    # the interval: every shape at its own bound at once
+    merged = r.speedup["verified"]
+    assert merged["ci_low"] <= merged["value"] <= merged["ci_high"] and merged["ci_from"].startswith("shapes")
 
 
 def test_a_shape_specialised_kernel_fails_on_the_held_out_shape(records) -> None:
@@ -76,6 +81,14 @@ def test_merge_takes_worst_verdict_union_of_flags_and_median_attainment() -> Non
     assert merged.memory_bytes["candidate_peak"] == 90
     worse = merge([(0, None, False, rec("correct", [], 0.2, 2.0)), (1, None, True, rec("rejected", [], 0.2, 2.0))])
     assert worse.verdict == "rejected"
+    assert merged.speedup["verified"]["ci_low"] is None  # shapes without intervals: none over them either
+    # with each shape's interval: the geometric means of the bounds
+    a, b = rec("correct", [], 0.2, 1.0), rec("correct", [], 0.2, 4.0)
+    a.speedup["verified"] |= {"ci_low": 0.9, "ci_high": 1.1, "confidence": 0.95}
+    b.speedup["verified"] |= {"ci_low": 3.6, "ci_high": 4.4, "confidence": 0.95}
+    both = merge([(0, None, False, a), (1, None, True, b)]).speedup["verified"]
+    assert both["value"] == pytest.approx(2.0) and both["confidence"] == 0.95
+    assert (both["ci_low"], both["ci_high"]) == (pytest.approx((0.9 * 3.6) ** 0.5), pytest.approx((1.1 * 4.4) ** 0.5))
 
 
 # ---------------------------------------------------------------------------------------------------------------

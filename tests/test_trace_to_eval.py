@@ -43,8 +43,11 @@ def test_trace_suite_eval_and_score_end_to_end(tmp_path: Path) -> None:
     assert done.exit_code == 0, done.output
     (record,) = read_records(out)
     assert record["verdict"] == "correct", record["error"]
-    # `eval --problem` reads the file alone (no held-out shapes): every shape in KBV_SHAPES ran
-    assert len(record["shape_results"] or [None]) == max(1, len(norm.shapes))
+    # `eval --problem` of a file in a suite: every shape in KBV_SHAPES and the suite's held-out ones ran
+    assert norm.held_out_shapes
+    assert len(record["shape_results"] or [None]) == max(1, len(norm.shapes)) + len(norm.held_out_shapes)
+    assert [s["held_out"] for s in record["shape_results"]][-len(norm.held_out_shapes):] == [True] * len(
+        norm.held_out_shapes)
     done = runner.invoke(main, ["suite", "score", str(out), "--suite", str(suite), "--json"])
     assert done.exit_code == 0, done.output
     score = json.loads(done.output)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -63,24 +62,12 @@ def _eval_flags(f):
     return f
 
 
-def load_with_heldout(path: Path):
-    """A problem file, with the held-out shapes of the suite it sits in (``<suite>/level<L>/<file>``), if any."""
-    from kbv.problems import held_out_shapes, load_problem
-
-    problem = load_problem(path)
-    if problem.level is not None:
-        held = held_out_shapes(problem.path.parent.parent).get(problem.key)
-        if held:
-            problem = replace(problem, held_out_shapes=tuple(held))
-    return problem
-
-
 def _problems(problem: Path | None, problems: str | None, only: tuple[str, ...]):
-    from kbv.problems import ProblemFormatError, discover, resolve_suite
+    from kbv.problems import ProblemFormatError, discover, load_problem_in_suite, resolve_suite
 
     try:
         if problem is not None:
-            return [load_with_heldout(problem)]
+            return [load_problem_in_suite(problem)]
         if problems is None:
             raise Fail("give --problem or --problems")
         skipped: list[tuple[Path, str]] = []

@@ -27,7 +27,8 @@ from kbv import envinfo, protocol
 from kbv.problems.candidates import Candidate, Pair, pair_candidates
 from kbv.eval import CompileResult, EvalOptions
 from kbv.eval.options import OptionsError
-from kbv.problems import Problem, ProblemFormatError, discover, load_problem, resolve_suite, shipped_suites
+from kbv.problems import (Problem, ProblemFormatError, discover, load_problem, load_problem_in_suite, resolve_suite,
+                          shipped_suites)
 from kbv.records import Record, read_records
 from kbv.report.metrics import compare_runs
 from kbv.report.text import csv_report, json_report, markdown_report, pair_block, print_report, print_table
@@ -294,7 +295,7 @@ def eval_cmd(ctx, problem, candidate, problems, candidates, out, resume, append,
     if sum((resume, append, overwrite)) > 1:
         raise UserError("give only one of --resume, --append and --overwrite")
     if problem and candidate and not (problems or candidates):
-        pairs = [Pair(load_problem(problem), Candidate.from_path(candidate))]
+        pairs = [Pair(load_problem_in_suite(problem), Candidate.from_path(candidate))]
     elif problems and candidates and not (problem or candidate):
         folder = suite_dir(problems, "--problems")
         found = discover_or_skip(folder, err)
@@ -389,7 +390,7 @@ def _run_labels(paths: list[Path]) -> dict[str, Path]:
 @main.command()
 @click.argument("results", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
 @click.option("--format", "fmt", type=click.Choice(["table", "markdown", "json", "csv"]), default="table",
-              show_default=True, help="table (the terminal), markdown, json or csv (both with per-candidate rows).")
+              show_default=True, help="table (the terminal), markdown, json or csv (json and csv with per-candidate rows).")
 @click.option("--html", "html_out", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write a self-contained HTML report (tables and plots) here.")
 @click.option("--plots", "plots_dir", type=click.Path(file_okay=False, path_type=Path),

@@ -2,7 +2,8 @@
 
 Rules (docs/formats.md): the verdict is the worst over shapes, held-out shapes included (correct only if correct on
 all); flags are the union; the speedup per baseline is the geometric mean over shapes (present only when every
-shape was timed); roofline attainment is the median over shapes; peak memory is the largest over shapes. Top-level
+shape was timed), its interval the geometric means of the shapes' interval bounds (each shape at its bound at once:
+wider than needed, never narrower); roofline attainment is the median over shapes; peak memory is the largest over shapes. Top-level
 ``correctness``, ``timing_ms``, ``shapes`` and ``roofline`` details are the first shape's; ``shape_results`` keeps
 each shape's verdict, flags, speedups, attainment and error.
 """
@@ -58,6 +59,16 @@ def merge(runs: list[ShapeRun]) -> Record:
         if len(values) == len(raw):
             merged.speedup[baseline] = {"value": _geomean(values), "ci_low": None, "ci_high": None,
                                         "over": "geometric mean over shapes", "per_shape": values}
+            bounds = [((r.speedup.get(baseline) or {}).get("ci_low"), (r.speedup.get(baseline) or {}).get("ci_high"))
+                      for r in records]
+            if all(isinstance(lo, (int, float)) and isinstance(hi, (int, float)) and 0 < lo <= hi
+                   for lo, hi in bounds):
+                # every shape at its own bound at once: wider than the geometric mean's own interval would be
+                merged.speedup[baseline] |= {
+                    "ci_low": _geomean([float(lo) for lo, _ in bounds]),
+                    "ci_high": _geomean([float(hi) for _, hi in bounds]),
+                    "confidence": (first.speedup.get(baseline) or {}).get("confidence"),
+                    "ci_from": "shapes: the geometric means of each shape's interval bounds"}
         else:
             merged.speedup[baseline] = None
     roofs = [r.roofline for r in records if isinstance(r.roofline, dict)]

@@ -160,6 +160,17 @@ def discover(suite_dir: str | Path, skipped: list[tuple[Path, str]] | None = Non
     return sorted(problems, key=lambda p: (p.level or 0, p.problem_id))
 
 
+def load_problem_in_suite(path: str | Path) -> Problem:
+    """A problem file given alone, with the held-out shapes of the suite it sits in (``<suite>/level<L>/<file>``,
+    the suite's ``evaluator/heldout.json``), if any: the same shapes as when its suite is evaluated whole."""
+    problem = load_problem(path)
+    if problem.level is not None:
+        held = held_out_shapes(problem.path.parent.parent).get(problem.key)
+        if held:
+            problem = replace(problem, held_out_shapes=tuple(held))
+    return problem
+
+
 def held_out_shapes(suite_dir: str | Path) -> dict[str, list[dict[str, Any]]]:
     """Held-out shapes per problem key from the suite's evaluator side (``evaluator/heldout.json``), if any."""
     path = Path(suite_dir) / "evaluator" / "heldout.json"

@@ -491,14 +491,23 @@ TIME_STAGES = ("compile", "correctness", "performance")
 def time_breakdown(records: list[dict[str, Any]]) -> dict[str, dict[str, float | None]]:
     """Where a run's time went, from its records' ``wall_seconds``: for each stage and each ``<stage>/<part>``, the
     pairs that have it, its median and total seconds, and its share of the evaluation time (correctness plus
-    performance, the build excluded, summed over the records)."""
+    performance, the build excluded, summed over the records). A record with parts of a stage but not the stage
+    itself (a pair stopped at correctness still pays for its timing workers started ahead: ``performance/
+    process_exit``) counts that stage as the sum of its parts."""
     seen: dict[str, list[float]] = {}
     for r in records:
         wall = r.get("wall_seconds") if isinstance(r.get("wall_seconds"), dict) else {}
+        numbers: dict[str, float] = {}
         for key, value in wall.items():
             number = finite_number(value)
             if number is not None and (key in TIME_STAGES or key.split("/")[0] in TIME_STAGES[1:]):
-                seen.setdefault(key, []).append(number)
+                numbers[key] = number
+        for stage in TIME_STAGES[1:]:
+            parts = [v for k, v in numbers.items() if k.startswith(stage + "/")]
+            if stage not in numbers and parts:
+                numbers[stage] = sum(parts)
+        for key, number in numbers.items():
+            seen.setdefault(key, []).append(number)
     evaluation = sum(sum(seen.get(stage, [])) for stage in TIME_STAGES[1:])
     order = {stage: i for i, stage in enumerate(TIME_STAGES)}
     keys = sorted(seen, key=lambda k: (order[k.split("/")[0]], "/" in k, -sum(seen[k]), k))

@@ -218,17 +218,24 @@ def speedup_cell(record: dict[str, Any], baseline: str) -> str:
 _speedup_cell = speedup_cell  # the name other modules used before
 
 
+NOTE_CHARS = 100  # a per-candidate note longer than this ends in "…" (the record has the whole text)
+
+
+def _shortened(text: str) -> str:
+    return text if len(text) <= NOTE_CHARS else text[:NOTE_CHARS - 1].rstrip() + "…"
+
+
 def failure_note(record: dict[str, Any]) -> str:
     auth = record.get("authenticated")  # kbv.verify_cmd.verified_records: unauthenticated, edited, forged, ...
     mark = f"{auth}; " if auth not in (None, "verified", "unverified") else ""
     if record.get("error"):
         err = record["error"]
-        return mark + f"{err.get('stage', '')}: {err.get('message', '')}"[:100]
+        return mark + _shortened(f"{err.get('stage', '')}: {err.get('message', '')}")
     corr = record.get("correctness") or {}
     failed = corr.get("failed_distributions") or []
     if failed:
         dist = (corr.get("distributions") or {}).get(failed[0], {})
-        return mark + f"fails {', '.join(failed)}: {dist.get('reason', '')}"[:100]
+        return mark + _shortened(f"fails {', '.join(failed)}: {dist.get('reason', '')}")
     return mark.removesuffix("; ")
 
 
