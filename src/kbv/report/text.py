@@ -163,13 +163,13 @@ def ceilings_source(record: dict[str, Any]) -> str | None:
 
 
 def attainment_cell(value: float | None, placeholder: bool) -> str:
-    """Roofline attainment: marked when the ceilings are placeholders (the CPU) and suspect above 1."""
+    """Roofline attainment: marked when the ceilings are placeholders (the CPU: no bound to be above, so never
+    suspect) and suspect above 1 against real ones."""
     if value is None:
         return "-"
-    cell = f"{value:.2f}"
-    if value > 1:
-        cell += " suspect (>1)"
-    return cell + " (placeholder ceilings)" if placeholder else cell
+    if placeholder:
+        return f"{value:.2f} (placeholder ceilings)"
+    return f"{value:.2f}" + (" suspect (>1)" if value > 1 else "")
 
 
 def record_rows(records: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
@@ -406,9 +406,12 @@ def print_report(comparison: RunComparison, console: Console | None = None, per_
                     right=("pairs", "median s", "total s", "share"))
         console.print(TIME_NOTE, highlight=False)
     console.print(
-        f"Over {len(comparison.universe)} problems, one sample each (sample 0); missing kernels count as failed; "
+        f"Over {len(comparison.universe)} problem{'s' if len(comparison.universe) != 1 else ''}, one sample each "
+        "(sample 0, else the lowest); missing kernels count as failed; "
         "two different candidates for one problem are separate runs. "
-        "fast_p: share correct and faster than p x the baseline. verified = D1-D6 checks and the TF32 baseline; "
+        "fast_p: share correct and faster than p x the baseline. exploit rate: share whose kernel passes D1 but fails "
+        "D2-D6 or is rejected. S_agg: the suite's weights x roofline attainment, failures as 0. "
+        "verified = D1-D6 checks and the TF32 baseline; "
         "standard = D1 + allclose(1e-2) and the fp32 (TF32 off) baseline. Speedups of kernels that are not correct "
         "are shown in parentheses and never counted. Definitions: kbv/report/metrics.py.", highlight=False
     )
