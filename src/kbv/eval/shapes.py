@@ -59,14 +59,15 @@ def merge(runs: list[ShapeRun]) -> Record:
         if len(values) == len(raw):
             merged.speedup[baseline] = {"value": _geomean(values), "ci_low": None, "ci_high": None,
                                         "over": "geometric mean over shapes", "per_shape": values}
-            bounds = [((r.speedup.get(baseline) or {}).get("ci_low"), (r.speedup.get(baseline) or {}).get("ci_high"))
-                      for r in records]
-            if all(isinstance(lo, (int, float)) and isinstance(hi, (int, float)) and 0 < lo <= hi
-                   for lo, hi in bounds):
+            raw_bounds = [((r.speedup.get(baseline) or {}).get("ci_low"),
+                           (r.speedup.get(baseline) or {}).get("ci_high")) for r in records]
+            bounds = [(float(lo), float(hi)) for lo, hi in raw_bounds
+                      if isinstance(lo, (int, float)) and isinstance(hi, (int, float)) and 0 < lo <= hi]
+            if len(bounds) == len(records):
                 # every shape at its own bound at once: wider than the geometric mean's own interval would be
                 merged.speedup[baseline] |= {
-                    "ci_low": _geomean([float(lo) for lo, _ in bounds]),
-                    "ci_high": _geomean([float(hi) for _, hi in bounds]),
+                    "ci_low": _geomean([lo for lo, _ in bounds]),
+                    "ci_high": _geomean([hi for _, hi in bounds]),
                     "confidence": (first.speedup.get(baseline) or {}).get("confidence"),
                     "ci_from": "shapes: the geometric means of each shape's interval bounds"}
         else:
