@@ -605,3 +605,20 @@ def test_import_kernelbench_into_an_existing_out_needs_append_or_overwrite(runne
     assert runner.invoke(main, args + ["--append"]).exit_code == 0 and len(out.read_text().splitlines()) == 2
     assert runner.invoke(main, args + ["--overwrite"]).exit_code == 0 and len(out.read_text().splitlines()) == 1
     assert "only one of" in one_error_line(runner.invoke(main, args + ["--append", "--overwrite"]))
+
+
+@pytest.mark.parametrize("value, expected", [
+    ("level1/5_ReLU", RELU),  # as `kbv problems builtin` lists it
+    ("builtin:level1/5_ReLU.py", RELU),
+    ("production:level1/1_Mm_bf16", builtin_suite_dir().parent / "production" / "level1" / "1_Mm_bf16.py"),
+    (str(RELU), RELU),  # a file, as ever
+])
+def test_problem_takes_a_file_or_a_shipped_problems_name(value, expected) -> None:
+    assert cli.ProblemFile().convert(value, None, None) == expected
+
+
+@pytest.mark.parametrize("value", ["level1/99_Nope", "nosuite:level1/5_ReLU", "level1", "evaluator/heldout.json"])
+def test_an_unknown_problem_is_one_line_naming_how_to_list_them(runner, value) -> None:
+    result = runner.invoke(main, ["eval", "--problem", value, "--candidate", str(CORRECT), "--out", "x.jsonl"])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert f"'{value}' is no problem file, nor a shipped problem (kbv problems SUITE lists them" in result.output

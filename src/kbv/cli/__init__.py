@@ -44,7 +44,7 @@ FAIL_ON = {
 
 
 from kbv.cli.console import make_console  # noqa: E402
-from kbv.cli.checks import EXIT_USAGE, UserError, check_profile, resolved_device  # noqa: E402, F401  (kbv.cli's names)
+from kbv.cli.checks import EXIT_USAGE, ProblemFile, UserError, check_profile, resolved_device  # noqa: E402, F401  (kbv.cli's names)
 
 
 console = make_console()  # kept for modules that import it; commands make their own (COLUMNS is read then)
@@ -268,8 +268,9 @@ def main() -> None:
 
 
 @main.command("eval")
-@click.option("--problem", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="One problem file (with --candidate).")
+@click.option("--problem", type=ProblemFile(),
+              help="One problem file, or a shipped problem as `kbv problems` lists it (level1/5_ReLU, "
+                   "SUITE:level1/...), with --candidate.")
 @click.option("--candidate", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="One candidate file defining ModelNew (with --problem).")
 @click.option("--problems", help="A suite folder (level*/ subfolders) of problems, or a shipped suite's name.")
@@ -594,7 +595,7 @@ DEFAULT_ROOFLINE_HARDWARE = "H200 SXM"
 
 
 @main.command("roofline")
-@click.option("--problem", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="One problem file.")
+@click.option("--problem", type=ProblemFile(), help="One problem file, or a shipped problem (level1/5_ReLU).")
 @click.option("--problems", help="A suite folder (level*/ subfolders) of problems, or a shipped suite's name.")
 @click.option("--hardware", "hardware_name", default=None,
               help=f"The hardware whose ceilings bound the table: a registry or torch/nvidia-smi name ('NVIDIA H200', "
