@@ -355,6 +355,10 @@ REFERENCE_REMEASURE_TRIALS: Final = 10  # trials of the short re-measure when a 
 # timed in full in the pair's remaining rounds and the cache takes that (on the H100 a cached time 0.70x of the
 # machine's then gave the reference against itself 0.70: docs/results/h100-2026-12-05-b).
 REFERENCE_DRIFT_MAX: Final = 0.2
+# ...and for a slower re-measure to set the cache aside, this share of its trials must also be slower than nine in ten
+# of the cached trials (a shift of the whole distribution, not a few slow trials: by chance 7 of 10 past the tail has
+# odds of about 1 in 100,000)
+REFERENCE_SHIFTED_SHARE: Final = 0.7
 # Each timed call's seed is handed over by the parent when the worker is about to load that call's inputs, and, for
 # a timed call after the first, only once the previous call's output was committed (kbv.eval.pacing). The parent's
 # clock from handing over a call's seed to receiving its commitment (the call's window) bounds every piece of work

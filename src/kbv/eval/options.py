@@ -66,6 +66,7 @@ class EvalOptions:
     pch: str = field(default_factory=lambda: os.environ.get("KBV_PCH", "auto"))
 
     def __post_init__(self) -> None:
+        self.cache_dir = Path(self.cache_dir)  # a str from Python callers works as from the command line
         if self.preset is not None:
             if self.preset not in PRESETS:
                 raise OptionsError(f"--preset must be one of {', '.join(sorted(PRESETS))} (got {self.preset!r})")
