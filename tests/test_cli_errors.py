@@ -622,3 +622,11 @@ def test_an_unknown_problem_is_one_line_naming_how_to_list_them(runner, value) -
     result = runner.invoke(main, ["eval", "--problem", value, "--candidate", str(CORRECT), "--out", "x.jsonl"])
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert f"'{value}' is no problem file, nor a shipped problem (kbv problems SUITE lists them" in result.output
+
+
+def test_python_callers_may_name_the_cache_folder_as_a_string(tmp_path) -> None:
+    """``EvalOptions(cache_dir="...")`` from Python: a path, as from the command line (a str made the build step a
+    harness error)."""
+    from kbv.eval import EvalOptions
+
+    assert EvalOptions(cache_dir=str(tmp_path)).cache_dir == tmp_path
