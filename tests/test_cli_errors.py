@@ -617,6 +617,15 @@ def test_problem_takes_a_file_or_a_shipped_problems_name(value, expected) -> Non
     assert cli.ProblemFile().convert(value, None, None) == expected
 
 
+def test_every_problem_option_takes_a_shipped_problems_name() -> None:
+    """``kbv eval``, ``kbv roofline`` and ``kbv agent run`` read ``--problem`` alike."""
+    from kbv.problems.named import ProblemFile
+
+    for command in (main.commands["eval"], main.commands["roofline"], main.commands["agent"].commands["run"]):
+        option = next(p for p in command.params if p.name == "problem")
+        assert isinstance(option.type, ProblemFile), command.name
+
+
 @pytest.mark.parametrize("value", ["level1/99_Nope", "nosuite:level1/5_ReLU", "level1", "evaluator/heldout.json"])
 def test_an_unknown_problem_is_one_line_naming_how_to_list_them(runner, value) -> None:
     result = runner.invoke(main, ["eval", "--problem", value, "--candidate", str(CORRECT), "--out", "x.jsonl"])

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import click
 
+from kbv.problems.named import ProblemFile
+
 
 class Fail(click.ClickException):
     """A one-line ``Error: ...`` and exit status 2."""
@@ -90,7 +92,7 @@ def agent() -> None:
 
 
 @agent.command("run")
-@click.option("--problem", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="The problem file.")
+@click.option("--problem", type=ProblemFile(), help="The problem file, or a shipped problem (level1/5_ReLU).")
 @click.option("--problems", help="A suite folder or a shipped suite's name.")
 @click.option("--only", multiple=True, help="Problems of the suite to run (keys, file stems or names; repeatable).")
 @click.option("--base-url", required=True, help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")

@@ -29,6 +29,7 @@ from kbv.eval import CompileResult, EvalOptions
 from kbv.eval.options import OptionsError
 from kbv.problems import (Problem, ProblemFormatError, discover, load_problem, load_problem_in_suite, resolve_suite,
                           shipped_suites)
+from kbv.problems.named import ProblemFile
 from kbv.records import Record, read_records
 from kbv.report.metrics import compare_runs
 from kbv.report.text import csv_report, json_report, markdown_report, pair_block, print_report, print_table
@@ -44,7 +45,7 @@ FAIL_ON = {
 
 
 from kbv.cli.console import make_console  # noqa: E402
-from kbv.cli.checks import EXIT_USAGE, ProblemFile, UserError, check_profile, resolved_device  # noqa: E402, F401  (kbv.cli's names)
+from kbv.cli.checks import EXIT_USAGE, UserError, check_profile, resolved_device  # noqa: E402, F401  (kbv.cli's names)
 
 
 console = make_console()  # kept for modules that import it; commands make their own (COLUMNS is read then)
