@@ -753,8 +753,8 @@ class PerformanceStage:
         others (``other_ms``), and ``ratio``, the least of the first over the most of the second. Device work the
         candidate's worker left queued when it replied (patching kbv's code in its process to launch it after the
         timer's last synchronize) runs beside the reference's next timed calls and slows them, uses no CPU and is
-        too short for the driver's samples (``idle_gpu``): it would show here as a ratio above 1. Recorded only
-        (``flagged`` stays None) until honest pairs on a GPU say how far the ratio strays."""
+        too short for the driver's samples (``idle_gpu``): it would show here as a ratio above 1. Recorded only,
+        deciding nothing, until honest pairs on a GPU say how far the ratio strays."""
         found = {b: v for b, v in self.reference_rounds.items() if v["after"] and v["other"]}
         if not found:
             return

@@ -3,8 +3,8 @@
 Rules (docs/formats.md): the verdict is the worst over shapes, held-out shapes included (correct only if correct on
 all); flags are the union; the speedup per baseline is the geometric mean over shapes (present only when every
 shape was timed), its interval the geometric means of the shapes' interval bounds (each shape at its bound at once:
-wider than needed, never narrower); roofline attainment is the median over shapes; peak memory is the largest over shapes. Top-level
-``correctness``, ``timing_ms``, ``shapes`` and ``roofline`` details are the first shape's; ``shape_results`` keeps
+wider than needed, never narrower); roofline attainment is the median over shapes; peak memory is the largest over
+shapes. Top-level ``correctness``, ``timing_ms``, ``shapes`` and ``roofline`` details are the first shape's; ``shape_results`` keeps
 each shape's verdict, flags, speedups, attainment and error.
 """
 

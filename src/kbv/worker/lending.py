@@ -19,7 +19,7 @@ import ctypes
 import fcntl
 import mmap
 import os
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 
@@ -305,6 +305,12 @@ def _words(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor
     return a, b
 
 
+def _chunks(a: torch.Tensor, b: torch.Tensor) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """Two flat uint8 tensors of one size, ``EQUAL_CHUNK_BYTES`` at a time, each pair viewed as words (``_words``)."""
+    for lo in range(0, int(_Tensor.numel(a)), EQUAL_CHUNK_BYTES):
+        yield _words(a[lo:lo + EQUAL_CHUNK_BYTES], b[lo:lo + EQUAL_CHUNK_BYTES])
+
+
 def _equal_bytes(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Whether two flat uint8 tensors hold the same bytes (on the host by ``memcmp``: a timed slot's 384 KiB in 9 us
     against 38 us for ``torch.equal`` on this CPU)."""
@@ -314,8 +320,7 @@ def _equal_bytes(a: torch.Tensor, b: torch.Tensor) -> bool:
         return n == 0 or _memcmp(_Tensor.data_ptr(a), _Tensor.data_ptr(b), n) == 0
     if n != int(_Tensor.numel(b)):
         return False
-    return all(_Tensor.equal(*_words(a[lo:lo + EQUAL_CHUNK_BYTES], b[lo:lo + EQUAL_CHUNK_BYTES]))
-               for lo in range(0, n, EQUAL_CHUNK_BYTES))
+    return all(_Tensor.equal(x, y) for x, y in _chunks(a, b))
 
 
 def _flat_bytes(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -333,8 +338,7 @@ def _differs(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     n = int(_Tensor.numel(flat_a))
     if n == 0:
         return _Tensor.new_zeros(flat_a, (), dtype=torch.int64)
-    chunks = [_Tensor.any(_Tensor.ne(*_words(flat_a[lo:lo + EQUAL_CHUNK_BYTES], flat_b[lo:lo + EQUAL_CHUNK_BYTES])))
-              for lo in range(0, n, EQUAL_CHUNK_BYTES)]
+    chunks = [_Tensor.any(_Tensor.ne(x, y)) for x, y in _chunks(flat_a, flat_b)]
     return _Tensor.to(_Tensor.any(torch.stack(chunks)), torch.int64)
 
 
