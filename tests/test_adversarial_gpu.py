@@ -95,3 +95,21 @@ def test_gpu_work_while_idle_is_seen_from_the_workers_cpu_clock(gpu_corpus: dict
     entry = BY_ID["cuda_idle_gpu_load"]
     off = evaluate(problem_path(entry["problem"]), ROOT / entry["file"], EvalOptions(**OPTIONS[("cuda", "fast")]))
     assert off.verdict == "correct" and "idle_work" not in off.flags, off.flags
+
+
+def test_a_scratch_hidden_from_the_memory_command_is_seen_in_every_timed_call(gpu_corpus: dict[str, dict[str, Any]],
+                                                                              monkeypatch) -> None:
+    """Issue 12, rule 2: a 64 MiB caching-allocator scratch made in every forward but the memory command's is seen
+    by the median of every timed call's own peak allocation (both roles' timers report it), 64 MiB above the
+    reference's. With the per-call rule off the same candidate is ``correct`` with no memory flag."""
+    from kbv.eval import EvalOptions, evaluate
+    from kbv.eval import performance as perf_mod
+
+    calls = record_of(gpu_corpus, "cuda_scratch_except_measured")["memory_bytes"]["timed_calls"]
+    assert calls["flagged"] and calls["median"]["candidate"] - calls["median"]["reference"] >= 64 * 2**20, calls
+    honest = record_of(gpu_corpus, "cuda_example_triton_gelu")["memory_bytes"].get("timed_calls")
+    assert honest is None or not honest["flagged"], honest
+    monkeypatch.setattr(perf_mod.PerformanceStage, "_judge_call_memory", lambda self: None)
+    entry = BY_ID["cuda_scratch_except_measured"]
+    off = evaluate(problem_path(entry["problem"]), ROOT / entry["file"], EvalOptions(**OPTIONS[("cuda", "fast")]))
+    assert off.verdict == "correct" and "memory_above_reference" not in off.flags, off.flags

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import itertools
 import math
+import os
 import statistics
 import threading
 import time
@@ -524,6 +525,87 @@ def test_out_of_memory_in_timing_is_kbvs_where_the_candidate_held_no_more_than_t
     assert ("harness_error" in decision.flags) is (role == "harness")
     if role == "harness":
         assert decision.error["out_of_memory"]["held_max"] == {"candidate": held[0], "reference": held[1]}
+
+
+@pytest.mark.parametrize("cand_extra, flagged", [(32 * 2**20, True), (0, False), (None, None)])
+def test_every_timed_calls_peak_allocation_is_compared_on_a_gpu(fake, tmp_path, cand_extra, flagged) -> None:
+    """Issue 12, rule 2: on a GPU the memory command's one call could be told apart (``memory_scratch_except_
+    measured`` makes its scratch in every other call). Both roles' timers report every timed call's peak allocation;
+    the candidate's median above the reference's is ``memory_above_reference`` (``memory_bytes.timed_calls``). With
+    no per-call figures (the defence off) there is no finding."""
+    def with_peaks(extra):
+        base = timing_script(1.0, host_ms=0.0)
+
+        def script(msg):
+            reply = base(msg)
+            if msg["cmd"] == "time" and extra is not None:
+                for timing in reply["timing"].values():
+                    timing["peak_bytes"] = [4 * 2**20 + extra] * len(timing["times_ms"])
+            return reply
+        return script
+
+    fake.scripts = {"reference": with_peaks(None if cand_extra is None else 0), "candidate": with_peaks(cand_extra)}
+    problem = load_problem(problem_path("level1/5_ReLU"))
+    cand = tmp_path / "cand.py"
+    cand.write_text("class ModelNew: pass\n")
+    ctx = PairContext(problem, Candidate.from_path(cand), EvalOptions(device="cpu", sandbox="off", timing_pairs=1,
+                                                                      protocol="verified", sample_workers=False,
+                                                                      start_ahead=False), "cuda", gpu=0)
+    ctx.evidence = passed()
+    ctx.evidence.timed_for = ("verified",)
+    performance.PerformanceStage(ctx).run()
+    found = ctx.draft.memory_bytes.get("timed_calls")
+    if flagged is None:
+        assert found is None and "memory_above_reference" not in ctx.evidence.observed
+        return
+    assert found["flagged"] is flagged and found["measured_by"] == "worker"
+    assert found["median"] == {"reference": 4 * 2**20, "candidate": 4 * 2**20 + cand_extra}
+    assert ("memory_above_reference" in ctx.evidence.observed) is flagged
+
+
+@pytest.mark.parametrize("held, role", [((int(24.6 * 2**30), int(36.7 * 2**30)), "harness"),
+                                        ((int(60 * 2**30), int(36.7 * 2**30)), "candidate"),
+                                        (None, "candidate")])
+def test_out_of_memory_in_correctness_is_kbvs_where_the_candidate_held_no_more_than_the_reference(
+        fake, monkeypatch, tmp_path, held, role) -> None:
+    """On the H100 (80 GB) the reference as its own candidate ran out of device memory in correctness on a 6 GiB
+    activation, alone on the GPU, in kbv's poison blocks in its worker, and was recorded ``runtime_error`` with no
+    flag: the candidate's (docs/results/h100-2026-12-05-c, batch b: level1/28). Where the driver's reading of the
+    stage (``held_max``) shows the candidate's processes held no more than the reference's, it is kbv's failure."""
+    def candidate(msg):
+        if msg["cmd"] == "forward":
+            raise WorkerFailure("error", "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 6.00 GiB")
+        return {"own": [["w", [2], "float32"]]} if msg["cmd"] == "setup" else {}
+
+    class Watched:
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return None
+
+        def result(self):
+            return None if held is None else {"held_max": {"candidate": held[0], "reference": held[1]},
+                                              "together_max": sum(held), "samples": 3}
+
+    fake.scripts = {"reference": passing_reference({"w": torch.ones(2)}, perturbed=["w"]), "candidate": candidate}
+    monkeypatch.setattr(correctness.devmem, "available", lambda: True)
+    monkeypatch.setattr(correctness.devmem, "Watch", Watched)
+    problem = load_problem(problem_path("level1/5_ReLU"))
+    cand = tmp_path / "cand.py"
+    cand.write_text("class ModelNew: pass\n")
+    ctx = PairContext(problem, Candidate.from_path(cand), EvalOptions(device="cpu", sandbox="off",
+                                                                      sample_workers=False), "cuda", gpu=0)
+    ctx.evidence.compiled = True
+    correctness.CorrectnessStage(ctx).run()
+    (failure,) = ctx.evidence.failures
+    assert (failure.stage, failure.role) == ("correctness", role)
+    decision = decide(ctx.evidence, RULES)
+    assert decision.verdict == "runtime_error"
+    assert ("harness_error" in decision.flags) is (role == "harness")
 
 
 @pytest.mark.parametrize("driver_figure", [2**20, None])
@@ -2264,24 +2346,50 @@ def test_a_cached_reference_time_its_remeasure_finds_too_slow_is_dropped(fake, m
         assert "reference_timing_cached" in ctx.evidence.observed
 
 
-@pytest.mark.parametrize("slowed_ms", [0.0, 0.3])
-def test_reference_commands_right_after_a_candidates_are_recorded_apart(fake, tmp_path, slowed_ms) -> None:
+@pytest.mark.parametrize("device, slowed_ms, flagged", [("cpu", 0.0, None), ("cpu", 0.3, None),
+                                                       ("cuda", 0.0, False), ("cuda", 0.1, False),
+                                                       ("cuda", 0.3, True)])
+def test_a_reference_slowed_right_after_the_candidates_commands_is_rejected_on_a_gpu(
+        fake, tmp_path, device, slowed_ms, flagged) -> None:
     """``timing_ms.reference_after_candidate``: in ABBA rounds the reference's second and fourth commands follow one
-    of the candidate's; device work left queued at the candidate's reply would slow those. A reference slowed there
-    by ``slowed_ms`` per call reads a ratio of 1.3 (recorded, deciding nothing yet); one that is not, 1.0."""
+    of the candidate's, and device work left queued at the candidate's reply would slow those. On a GPU a reference
+    slowed there by 30 % (ratio 1.3, above ``REFERENCE_AFTER_CANDIDATE_MAX``) is ``reference_slowed``, rejected; by
+    10 %, or not at all, nothing. On the CPU it is recorded only. With the rule's bound unbounded, the 30 % case
+    is not flagged either (the flag comes from the rule alone)."""
     plain = timing_script(1.0, 0.0)
 
     def reference(msg: dict[str, Any]) -> dict[str, Any]:
         if msg["cmd"] != "time":
             return plain(msg)
         return timing_script(1.0 + (slowed_ms if msg["round"] in (1, 3) else 0.0), 0.0)(msg)
-    fake.scripts = {"reference": reference, "candidate": timing_script(1.0, 0.0)}
-    ctx = context(tmp_path, timing_pairs=1, protocol="verified")
-    performance.PerformanceStage(ctx).run()
-    found = ctx.draft.timing_ms["reference_after_candidate"]["verified"]
-    assert found["after_ms"] == [1.0 + slowed_ms] * 2 and found["other_ms"] == [1.0, 1.0]
-    assert found["ratio"] == pytest.approx(1.0 + slowed_ms)
-    assert not ctx.evidence.observed - {"fallback"}  # recorded only
+
+    def run() -> PairContext:
+        fake.scripts = {"reference": reference, "candidate": timing_script(1.0, 0.0)}
+        problem = load_problem(problem_path("level1/5_ReLU"))
+        cand = tmp_path / "cand.py"
+        cand.write_text("class ModelNew: pass\n")
+        ctx = PairContext(problem, Candidate.from_path(cand), EvalOptions(
+            device="cpu", sandbox="off", timing_pairs=1, protocol="verified", sample_workers=False,
+            start_ahead=False), device, gpu=0 if device == "cuda" else None)
+        ctx.evidence = passed()
+        ctx.evidence.timed_for = ("verified",)
+        performance.PerformanceStage(ctx).run()
+        return ctx
+
+    ctx = run()
+    found = ctx.draft.timing_ms["reference_after_candidate"]
+    assert found["verified"]["after_ms"] == [1.0 + slowed_ms] * 2 and found["verified"]["other_ms"] == [1.0, 1.0]
+    assert found["verified"]["ratio"] == pytest.approx(1.0 + slowed_ms)
+    assert found["flagged"] is flagged
+    assert ("reference_slowed" in ctx.evidence.observed) is bool(flagged)
+    if flagged:
+        assert decide(ctx.evidence, RULES).verdict == "rejected"
+        original = performance.REFERENCE_AFTER_CANDIDATE_MAX
+        performance.REFERENCE_AFTER_CANDIDATE_MAX = float("inf")
+        try:
+            assert "reference_slowed" not in run().evidence.observed
+        finally:
+            performance.REFERENCE_AFTER_CANDIDATE_MAX = original
 
 
 def test_a_clean_single_timing_pair_needs_no_second(fake, tmp_path) -> None:
@@ -2700,3 +2808,18 @@ def test_clock_check_judges_the_claim_of_the_whole_record_not_of_the_first_pair(
     burst = ctx.draft.timing_ms["burst"]
     assert burst["pair_claimed_speedup"] > 3.0 and burst["claimed_speedup"] < 1.5
     assert "wall_clock_mismatch" not in ctx.evidence.observed
+
+
+def test_gpu_timing_workers_are_pinned_only_when_asked(tmp_path) -> None:
+    """The pinning experiment (``KBV_GPU_TIMING_CPUS``): on a GPU, the last N of the parent's CPUs for both roles'
+    timing workers, never the correctness stage's; off by default."""
+    problem = load_problem(problem_path("level1/5_ReLU"))
+    cand = tmp_path / "cand.py"
+    cand.write_text("class ModelNew: pass\n")
+    mine = sorted(os.sched_getaffinity(0))
+    asked = PairContext(problem, Candidate.from_path(cand), EvalOptions(device="cpu", sandbox="off",
+                                                                        gpu_timing_cpus=1), "cuda", gpu=0)
+    assert asked.gpu_timing_cpus("performance") == {mine[-1]}
+    assert asked.gpu_timing_cpus("correctness") == set()
+    default = PairContext(problem, Candidate.from_path(cand), EvalOptions(device="cpu", sandbox="off"), "cuda", gpu=0)
+    assert default.gpu_timing_cpus("performance") == set()

@@ -133,13 +133,14 @@ FLAGS: Final = {
     "buffer_mismatch": "buffers the reference updates in forward (e.g. BatchNorm running stats) differ from the "
     "candidate's after the correctness trials",
     "memory_above_reference": "the candidate's peak memory for one forward exceeds the reference's (beyond the "
-    "measurement slack of kbv.protocol.MEMORY_SLACK_BYTES), or on CUDA its device memory in use (cudaMemGetInfo) "
+    "measurement slack of kbv.protocol.MEMORY_SLACK_BYTES: in the memory command's call, or by the median over "
+    "every timed call, memory_bytes.timed_calls), or on CUDA its device memory in use (cudaMemGetInfo) "
     "exceeds the reference's by more than DEVICE_IN_USE_SLACK_BYTES or DEVICE_IN_USE_SLACK_REL of the reference's, "
     "whichever is more (the driver's figure per process where NVML gives one for both roles)",
     "reference_timing_cached": "the reference median comes from the timing cache; a short re-measure is recorded",
     "reference_error": "the reference itself failed (load, construction or forward); the candidate was not judged",
-    "harness_error": "kbv itself failed on this pair (a bug to report; or its GPU timing stage ran out of device "
-    "memory where the candidate had held no more than the reference: error.out_of_memory); the verdict is "
+    "harness_error": "kbv itself failed on this pair (a bug to report; or its GPU correctness or timing stage ran out of "
+    "device memory where the candidate had held no more than the reference: error.out_of_memory); the verdict is "
     "runtime_error",
     "input_mutated": "forward wrote into an input tensor (the reference does not); outputs may be right: rejected",
     "output_aliases_input": "an output shares storage with an input (the reference's does not): rejected",
@@ -149,6 +150,9 @@ FLAGS: Final = {
     "idle_work": "the candidate's timing worker used CPU while it had no command, as the reference was timed, more "
     "than the reference's worker did while the candidate was (timing_ms.idle_cpu, read by the parent): work beside "
     "the reference's timing or outside every timed call: rejected",
+    "reference_slowed": "on a GPU the reference's timing commands that came right after one of the candidate's were "
+    "all slower than all its others by more than REFERENCE_AFTER_CANDIDATE_MAX (timing_ms.reference_after_candidate): "
+    "device work the candidate left queued at its reply ran beside the reference's timed calls: rejected",
     "background_threads": "the candidate's thread count grew across a forward call (after the first) where the "
     "reference's did not, or its import or __init__ left Python threads running (correctness.input_use."
     "started_threads): work can run past the call's end: rejected",
@@ -209,7 +213,8 @@ DEFAULT_SPEEDUP_BOUND: Final = 10.0
 # Flags that turn an otherwise correct kernel into "rejected" (its outputs are right but it breaks a rule).
 REJECTING_FLAGS: Final = frozenset({"input_mutated", "output_aliases_input", "tamper", "background_threads",
                                     "degenerate_output", "out_of_bounds_write", "timer_inconsistent",
-                                    "deferred_output", "resources_changed", "untimed_work", "idle_work"})
+                                    "deferred_output", "resources_changed", "untimed_work", "idle_work",
+                                    "reference_slowed"})
 # Work while idle (``idle_work``): the CPU time a candidate's timing worker may use while the reference's timing
 # command runs (it has no command then), beyond what the reference's worker used while the candidate's ran: the larger
 # of this many milliseconds over the stage and this share of the time it was idle.
@@ -221,6 +226,14 @@ IDLE_CPU_SLACK_REL: Final = 0.05
 # duty while idle was named in none either (its CPU clock caught it), and an honest idle process was once named with
 # 1 % SM: the samples are too coarse to decide on. The samples that saw SM use are kept, up to IDLE_GPU_KEPT_SAMPLES per role.
 IDLE_GPU_KEPT_SAMPLES: Final = 64
+# Work queued on a GPU before a reply runs beside the other role's next timing command, and in ABBA rounds the
+# reference's second and fourth commands come right after one of the candidate's (the candidate knows the round from
+# its command). On a GPU, the least median of those commands over the most of the reference's others above this is
+# ``reference_slowed``. Honest pairs on the H100 read 0.78-1.005 over 45 records (the reward batches of
+# docs/results/h100-2026-12-05-c: KernelBench levels 1-2, the reference timed beside 10 real kernels and itself);
+# the least over the most keeps a slow process pair or a drifting clock below 1. Recorded only on the CPU, where
+# idle_work reads the idle worker's clock and honest ratios were 0.95-1.0.
+REFERENCE_AFTER_CANDIDATE_MAX: Final = 1.2
 
 # Flags that make a correct kernel "rejected" only under --strict-precision.
 PRECISION_FLAGS: Final = frozenset({"low_precision"})

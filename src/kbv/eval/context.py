@@ -195,7 +195,7 @@ class PairContext:
         seen = observe.snapshot(pid)
         if seen is None or pid is None:
             return
-        pinned = self.worker_cpus()
+        pinned = self.worker_cpus() or self.gpu_timing_cpus(worker.spec.stage)
         if role == "candidate" and pinned and seen.cpus is not None and not seen.cpus <= pinned:
             self.evidence.see("resources_changed")
             self.draft.integrity["resources_changed"] = {"pinned": sorted(pinned), "seen": sorted(seen.cpus)}
@@ -285,7 +285,7 @@ class PairContext:
             worker = Worker(self.spec(role, stage), deadline, on_close=lambda s: self.charge(stage, "process_exit", s))
         if charged:  # on a GPU the worker starts CUDA before its hello (kbv.worker.session.Session.warm)
             self.split_cuda_init(stage, {"cuda_init_s": worker.cuda_init_s}, "process_start")
-        cpus = self.lender_cpus() if lender else self.worker_cpus()
+        cpus = self.lender_cpus() if lender else self.worker_cpus() or self.gpu_timing_cpus(stage)
         if cpus and observe.pin(worker.pid, cpus) and not lender:
             self.draft.env.setdefault("resources", {"cpus": sorted(cpus),
                                                     "threads": self.options.resolved_threads(self.device)})
@@ -313,6 +313,18 @@ class PairContext:
         except (AttributeError, OSError):
             return set()
         return set(mine[-threads:])
+
+    def gpu_timing_cpus(self, stage: str) -> set[int]:
+        """On a GPU, where ``gpu_timing_cpus`` asks for it (an experiment, off by default): the timing workers of
+        both roles, the last that many of the parent's CPUs; none otherwise."""
+        count = self.options.gpu_timing_cpus
+        if self.device == "cpu" or stage != "performance" or count <= 0:
+            return set()
+        try:
+            mine = sorted(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            return set()
+        return set(mine[-count:])
 
     def lender_cpus(self) -> set[int]:
         """The CPUs of a pair's lender: the parent's own less the timing workers' (``worker_cpus``), or theirs where

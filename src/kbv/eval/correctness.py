@@ -19,13 +19,16 @@ from typing import Any, Callable
 from kbv import fallback as fallback_check
 from kbv import judge, wire
 from kbv.eval.context import PairContext, ReferenceFailed, failure_dict
-from kbv.eval.evidence import PART_OF, Failure
+from kbv.eval.evidence import PART_OF, Failure, out_of_memory_is_kbvs
 from kbv.eval.params import map_parameters
 from kbv.protocol import DISTRIBUTIONS, GUARD_BYTES, PIPELINE_MAX_BYTES, POISON_BYTES, PRECISION_CHECK, TOLERANCES
 from kbv.sandbox import devmem, observe
 from kbv.sandbox.launch import Worker, WorkerFailure
 
 Call = Callable[[Worker, dict[str, Any]], dict[str, Any]]
+
+
+POISON_SHORT_KEPT = 8  # calls whose poison did not all fit, kept in the record
 
 
 def as_float(x: Any) -> float:
@@ -148,10 +151,27 @@ class CorrectnessStage:
                 self.notes.setdefault("input_use", {})["lend_error"] = str(ref_out["lend_error"])[:400]
             cand_msg = msg | extra
         try:
-            return self.cand_call(candidate, cand_msg, charged)
+            reply = self.cand_call(candidate, cand_msg, charged)
         finally:
             for handle in wire.handles_in(lent):
                 handle.close()
+        self._note_poison(reply)
+        return reply
+
+    def _note_poison(self, reply: dict[str, Any]) -> None:
+        """A GPU's poison blocks that did not all fit (``poison_freed`` places what the device has room for):
+        ``correctness.poison_short`` keeps the bytes placed and asked per call. Recorded, deciding nothing: the
+        poison is best effort on a GPU (the caching allocator may hand out other blocks), and kbv's own blocks
+        running out of room is not the candidate's error."""
+        figures = reply.get("poisoned_bytes")
+        if self.ctx.device == "cpu" or not (isinstance(figures, list) and len(figures) == 2
+                                            and all(isinstance(n, int) for n in figures)):
+            return
+        placed, asked = figures
+        if placed < asked:
+            short = self.notes.setdefault("poison_short", [])
+            if len(short) < POISON_SHORT_KEPT:
+                short.append({"placed": placed, "asked": asked})
 
     def check_lent(self, judged: dict[str, Any], distribution: str) -> None:
         """What the judge read back from the inputs it lent: a changed band is ``out_of_bounds_write``, a changed
@@ -257,7 +277,14 @@ class CorrectnessStage:
                             and r["trials"] < options.trials), None)
             if running:
                 per_dist[running]["status"] = "error"
-            ev.fail(Failure("correctness", "candidate", failure.kind, failure_dict("correctness", failure)))
+            error = failure_dict("correctness", failure)
+            kbvs = out_of_memory_is_kbvs(  # kbv's buffers in both workers (lent inputs, snapshots, poison blocks)
+                error, ctx.draft.memory_bytes, ctx.device,  # did not fit: 6 GiB activations on an 80 GB card
+                "the correctness stage ran out of device memory; the candidate's processes held no more than the "
+                "reference's")
+            if kbvs is not None:
+                error |= {"kind": "harness", "out_of_memory": kbvs}
+            ev.fail(Failure("correctness", "harness" if kbvs else "candidate", failure.kind, error))
         ev.distributions = {name: r["status"] for name, r in per_dist.items()}
         self.notes["failed_distributions"] = [n for n, r in per_dist.items() if r["status"] == "failed"]
 

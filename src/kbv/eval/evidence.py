@@ -28,6 +28,27 @@ def reads_out_of_memory(error: dict[str, Any]) -> bool:
     return any(word in message.lower() for word in OUT_OF_MEMORY)
 
 
+def out_of_memory_is_kbvs(error: dict[str, Any], memory_bytes: dict[str, Any], device: str,
+                          reason: str) -> dict[str, Any] | None:
+    """A candidate's worker that ran out of device memory where the parent's reading of the correctness stage
+    (``memory_bytes.correctness_stage.held_max``, the driver's figure per process tree) shows it held no more than
+    the reference's worker beyond the memory rule's margin (``DEVICE_IN_USE_SLACK_*``): the pair's own memory, both
+    roles' workers with kbv's buffers in them, did not fit the device, which is kbv's failure (``harness_error``),
+    not the candidate's ``runtime_error``. The entry the error gets as ``out_of_memory`` (``reason`` says where),
+    or None where it is the candidate's: not out of memory, no such reading, or it held more."""
+    from kbv.protocol import DEVICE_IN_USE_SLACK_BYTES, DEVICE_IN_USE_SLACK_REL
+
+    if device == "cpu" or not reads_out_of_memory(error):
+        return None
+    held = (memory_bytes.get("correctness_stage") or {}).get("held_max") or {}
+    cand, ref = held.get("candidate"), held.get("reference")
+    if not (isinstance(cand, int) and isinstance(ref, int)):
+        return None
+    if cand > ref + max(DEVICE_IN_USE_SLACK_BYTES, DEVICE_IN_USE_SLACK_REL * ref):
+        return None
+    return {"reason": reason, "held_max": {"candidate": cand, "reference": ref}}
+
+
 @dataclass(frozen=True)
 class Failure:
     """A stage that did not finish: whose fault (``role``), how (``kind``: ``timeout``, ``died``, ``error``,

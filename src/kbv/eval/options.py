@@ -61,6 +61,10 @@ class EvalOptions:
     # candidate code until their pair is due (kbv.eval.performance.start_early); KBV_START_AHEAD=0 starts each worker
     # when its pair is due
     start_ahead: bool = field(default_factory=lambda: os.environ.get("KBV_START_AHEAD", "1") != "0")
+    # an experiment (off by default): on a GPU both roles' timing workers pinned by the parent to the same last N of
+    # its CPUs (as every CPU worker is), to see whether a launch-bound shape's speedup then strays less between
+    # process pairs; KBV_GPU_TIMING_CPUS=N
+    gpu_timing_cpus: int = field(default_factory=lambda: int(os.environ.get("KBV_GPU_TIMING_CPUS", "0") or 0))
     # a precompiled torch/extension.h for load_inline builds (kbv.eval.pch): auto (built for PCH_MIN_BUILDS builds
     # in one run, then offered to every build), on (built for one), off (neither built nor offered); KBV_PCH sets it
     pch: str = field(default_factory=lambda: os.environ.get("KBV_PCH", "auto"))

@@ -22,7 +22,7 @@ from typing import Any, Callable
 from kbv import envinfo, stats
 from kbv.eval.context import PairContext, ReferenceFailed, failure_dict
 from kbv.eval.correctness import as_float
-from kbv.eval.evidence import PART_OF, Failure, reads_out_of_memory
+from kbv.eval.evidence import PART_OF, Failure, out_of_memory_is_kbvs, reads_out_of_memory
 from kbv.eval.gate import ungated
 from kbv.eval.lent_timing import TimedLoan, lends, open_loans
 from kbv.eval.pacing import Pacer, untimed_excess, untimed_ms
@@ -30,7 +30,7 @@ from kbv.eval.refcache import ReferenceTimingCache, cache_key
 from kbv.protocol import (
     BURST_DEVICE_BOUND, BURST_INPUT_SETS, BURST_MAX_CALLS, BURST_MAX_WALL_OVER_TIMED, BURST_MAX_WALL_SPEEDUP, BURST_MIN_CLAIM, BURST_MIN_CLAIM_CPU,
     BURST_TARGET_MS, CHANGED_KEPT_MAX, FIRST_TIMED_CALL, LENT_CHECKS_KEPT,
-    CPU_MEMORY_REPEATS, IDLE_CPU_SLACK_MS, IDLE_CPU_SLACK_REL, IDLE_GPU_KEPT_SAMPLES, LEND_PREDRAW, DEVICE_IN_USE_SLACK_BYTES, DEVICE_IN_USE_SLACK_REL, STAGE_MEMORY_SLACK_BYTES,
+    CPU_MEMORY_REPEATS, REFERENCE_AFTER_CANDIDATE_MAX, IDLE_CPU_SLACK_MS, IDLE_CPU_SLACK_REL, IDLE_GPU_KEPT_SAMPLES, LEND_PREDRAW, DEVICE_IN_USE_SLACK_BYTES, DEVICE_IN_USE_SLACK_REL, STAGE_MEMORY_SLACK_BYTES,
     STAGE_MEMORY_SLACK_REL, STAGE_MEMORY_TRANSIENT_OUTPUTS, DISTRIBUTIONS, JUDGED_TIMED_BYTES_PER_PAIR, JUDGED_TIMED_CALLS_PER_PAIR, MEMORY_SLACK_BYTES,
     REFERENCE_DRIFT_MAX, REFERENCE_REMEASURE_TRIALS, REFERENCE_SHIFTED_SHARE, RING_BYTES, RING_DEVICE_FRACTION, TIMED_DISTRIBUTION_WEIGHTS, TIMING_ROUNDS, TIMING_RULES, TIMING_TRUNCATE_FACTOR, timed_call,
 )
@@ -345,7 +345,10 @@ class PerformanceStage:
                     clocks_end = _READER.submit(envinfo.gpu_clocks, ctx.gpu) if ctx.device == "cuda" else None
             except WorkerFailure as failure:
                 error = failure_dict("performance", failure)
-                kbvs = self._out_of_memory_is_kbvs(error)
+                kbvs = out_of_memory_is_kbvs(  # on the H100 (80 GB) 6 GiB outputs did (h100-2026-12-05)
+                    error, self.draft.memory_bytes, self.ctx.device,
+                    "the timing stage ran out of device memory with both roles' workers and their kept outputs; in "
+                    "the correctness stage the candidate's processes held no more than the reference's")
                 if kbvs is not None:
                     error |= {"kind": "harness", "out_of_memory": kbvs}
                 self.ev.fail(Failure("performance", "harness" if kbvs else "candidate", failure.kind, error))
@@ -526,6 +529,9 @@ class PerformanceStage:
                         timing = reply["timing"][b]
                         times = [as_float(t) for t in timing["times_ms"]]
                         samples[role][b][-1].extend(times)
+                        peaks = timing.get("peak_bytes")  # CUDA: every timed call's own peak allocation
+                        if self.ctx.device != "cpu" and isinstance(peaks, list):
+                            self.call_memory[role].extend(int(p) for p in peaks if isinstance(p, int))
                         if role == "reference" and times:
                             self.reference_rounds.setdefault(b, {"after": [], "other": []})[
                                 "after" if previous == "candidate" else "other"].append(statistics.median(times))
@@ -688,25 +694,6 @@ class PerformanceStage:
                 opened[0] = None
         return around
 
-    def _out_of_memory_is_kbvs(self, error: dict[str, Any]) -> dict[str, Any] | None:
-        """A candidate's timing worker that ran out of device memory, where the parent's reading of the correctness
-        stage (``memory_bytes.correctness_stage.held_max``, the driver's figure per process) shows it held no more
-        than the reference's worker beyond the memory rule's margin (``DEVICE_IN_USE_SLACK_*``): the timing stage's
-        own memory (both roles' workers, each with its kept outputs, on one device) did not fit, which is kbv's
-        failure (``harness_error``), not the candidate's ``runtime_error``. On the H100 (80 GB) 6 GiB outputs did
-        so (docs/results/h100-2026-12-05). None where it is the candidate's: no such reading, or it held more."""
-        if self.ctx.device == "cpu" or not reads_out_of_memory(error):
-            return None
-        held = (self.draft.memory_bytes.get("correctness_stage") or {}).get("held_max") or {}
-        cand, ref = held.get("candidate"), held.get("reference")
-        if not (isinstance(cand, int) and isinstance(ref, int)):
-            return None
-        if cand > ref + max(DEVICE_IN_USE_SLACK_BYTES, DEVICE_IN_USE_SLACK_REL * ref):
-            return None
-        return {"reason": "the timing stage ran out of device memory with both roles' workers and their kept "
-                          "outputs; in the correctness stage the candidate's processes held no more than the "
-                          "reference's", "held_max": {"candidate": cand, "reference": ref}}
-
     def _judge_idle_cpu(self) -> None:
         """Work while idle: a timing worker has no command while the other role's timing command runs, so its process
         tree should use no CPU then. The candidate's worker using more than the reference's did while idle (the
@@ -751,17 +738,26 @@ class PerformanceStage:
         """``timing_ms.reference_after_candidate``: per baseline, the medians of the reference's timing commands that
         came right after one of the candidate's (``after_ms``: in ABBA rounds the second and fourth) and of the
         others (``other_ms``), and ``ratio``, the least of the first over the most of the second. Device work the
-        candidate's worker left queued when it replied (patching kbv's code in its process to launch it after the
-        timer's last synchronize) runs beside the reference's next timed calls and slows them, uses no CPU and is
-        too short for the driver's samples (``idle_gpu``): it would show here as a ratio above 1. Recorded only,
-        deciding nothing, until honest pairs on a GPU say how far the ratio strays."""
+        candidate's worker left queued when it replied runs beside the reference's next timed calls and slows them,
+        uses no CPU (``idle_work`` does not see it) and is too short for the driver's samples (``idle_gpu``): on a
+        GPU a ratio above ``REFERENCE_AFTER_CANDIDATE_MAX`` for any baseline is ``reference_slowed``, rejected. The
+        reference's times are the trusted worker's own, so nothing the candidate's process reports enters the rule.
+        On the CPU it is recorded only (``flagged`` None)."""
         found = {b: v for b, v in self.reference_rounds.items() if v["after"] and v["other"]}
         if not found:
             return
-        self.draft.timing_ms["reference_after_candidate"] = {
+        ratios = {b: round(min(v["after"]) / max(v["other"]), 4) if max(v["other"]) > 0 else None
+                  for b, v in found.items()}
+        section: dict[str, Any] = {
             b: {"after_ms": [round(t, 5) for t in v["after"]], "other_ms": [round(t, 5) for t in v["other"]],
-                "ratio": round(min(v["after"]) / max(v["other"]), 4) if max(v["other"]) > 0 else None}
-            for b, v in found.items()}
+                "ratio": ratios[b]} for b, v in found.items()}
+        flagged = None
+        if self.ctx.device != "cpu":
+            flagged = any(r is not None and r > REFERENCE_AFTER_CANDIDATE_MAX for r in ratios.values())
+            if flagged:
+                self.ev.see("reference_slowed")
+        self.draft.timing_ms["reference_after_candidate"] = {**section, "allowed_ratio": REFERENCE_AFTER_CANDIDATE_MAX,
+                                                             "flagged": flagged}
 
     def _record_idle_gpu(self) -> None:
         """GPU work while idle (``timing_ms.idle_gpu``): per role, how many of the driver's utilisation samples
@@ -782,19 +778,26 @@ class PerformanceStage:
             "flagged": None}
 
     def _judge_call_memory(self) -> None:
-        """The CPU's per-call memory rule: the candidate's median rise over a timed call above the reference's by
-        more than ``MEMORY_SLACK_BYTES`` or ``STAGE_MEMORY_SLACK_REL`` of it is ``memory_above_reference`` (a
-        workspace made and freed inside every call, which the whole stage's slack does not see). Recorded as
-        ``memory_bytes.timed_calls``."""
+        """The per-call memory rule: the candidate's median peak over a timed call above the reference's is
+        ``memory_above_reference`` (a workspace made and freed inside every call but the memory command's, which
+        the whole stage's slack does not see). CPU: the parent's reading of each timing worker's resident-set rise
+        around every timed call of the first pair (``_call_memory``), above by more than ``MEMORY_SLACK_BYTES`` or
+        ``STAGE_MEMORY_SLACK_REL`` of the reference's. GPU: each timed call's caching-allocator peak, which both
+        roles' timers report for every timed call (``kbv.worker.timer``), above by more than ``MEMORY_SLACK_BYTES``
+        (the memory command's own rule, applied to every timed call: the worker's figure, so it adds the flag and
+        never clears one). Recorded as ``memory_bytes.timed_calls``."""
         calls = self.call_memory
-        if self.ctx.device != "cpu" or not (calls["reference"] and calls["candidate"]):
+        if not (calls["reference"] and calls["candidate"]):
             return
         median = {role: int(statistics.median(calls[role])) for role in calls}
-        allowed = median["reference"] + max(MEMORY_SLACK_BYTES["cpu"], STAGE_MEMORY_SLACK_REL * median["reference"])
+        slack = MEMORY_SLACK_BYTES[self.ctx.device]
+        allowed = median["reference"] + (max(slack, STAGE_MEMORY_SLACK_REL * median["reference"])
+                                         if self.ctx.device == "cpu" else slack)
         flagged = median["candidate"] > allowed
         self.draft.memory_bytes["timed_calls"] = {"median": median, "max": {r: max(calls[r]) for r in calls},
                                                   "calls": {r: len(calls[r]) for r in calls},
-                                                  "allowed": int(allowed), "flagged": flagged}
+                                                  "allowed": int(allowed), "flagged": flagged,
+                                                  "measured_by": "parent" if self.ctx.device == "cpu" else "worker"}
         if flagged:
             self.ev.see("memory_above_reference")
 

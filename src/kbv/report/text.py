@@ -186,6 +186,47 @@ def record_rows(records: list[dict[str, Any]]) -> tuple[list[str], list[list[str
     return header, rows
 
 
+WIDE_COLUMNS = 120  # from this console width up the per-candidate table has every column (split as needed)
+
+
+def compact_record_rows(records: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
+    """The per-candidate table for a narrow terminal: one row per candidate, each protocol's verdict over its
+    speedup (``short_speedup_cell``), so that a row's verdicts and speedups stay side by side."""
+    header = ["problem #sample", "verified", "standard"]
+    rows = [[f"{r.get('problem')} #{r.get('sample')}",
+             f"{r.get('verdict')}\n{short_speedup_cell(r, 'verified')}",
+             f"{r.get('standard_verdict')}\n{short_speedup_cell(r, 'standard')}"] for r in records]
+    return header, rows
+
+
+def record_detail_rows(records: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
+    """The rest of ``record_rows`` for a narrow terminal, one line each in one column: the candidate's file, peak
+    memory, roofline attainment, flags and the note (lines with nothing to say are left out)."""
+    header = ["problem #sample", "candidate, memory, attainment, flags, note"]
+    rows = []
+    for r in records:
+        mem = r.get("memory_bytes") or {}
+        lines = [candidate_name(r)]
+        if finite_number(mem.get("candidate_peak")) is not None or finite_number(mem.get("reference_peak")) is not None:
+            lines.append(f"peak mem: kernel {human_bytes(mem.get('candidate_peak'))}, "
+                         f"ref {human_bytes(mem.get('reference_peak'))}")
+        att = attainment_of(r)
+        if att is not None:
+            lines.append(f"attainment {attainment_cell(att, ceilings_source(r) == 'placeholder')}")
+        if r.get("flags"):
+            lines.append(f"flags: {', '.join(r.get('flags') or [])}")
+        note = failure_note(r)
+        if note:
+            lines.append(note)
+        rows.append([f"{r.get('problem')} #{r.get('sample')}", "\n".join(lines)])
+    return header, rows
+
+
+COMPACT_NOTE = ("verified / standard: the verdict, then the speedup [95% CI]; ~1: the interval contains 1.0; "
+                "Triton interpreter: timed under the Triton interpreter (the CPU); not counted: the kernel is not "
+                "correct under that protocol, so no figure counts its speedup.")
+
+
 def speedup_interval(record: dict[str, Any], baseline: str) -> tuple[float, float] | None:
     entry = ((record.get("speedup") or {}).get(baseline)) or {}
     low, high = finite_number(entry.get("ci_low")), finite_number(entry.get("ci_high"))
@@ -212,6 +253,24 @@ def speedup_cell(record: dict[str, Any], baseline: str) -> str:
     verdict = record.get(VERDICT_KEY[baseline])
     if verdict != "correct":
         cell = f"({cell}; {verdict}, not counted)"
+    return cell
+
+
+def short_speedup_cell(record: dict[str, Any], baseline: str) -> str:
+    """``speedup_cell`` for a narrow table, under the verdict: the same figures and marks in fewer words ("~1" alone
+    for an interval that contains 1.0), then "Triton interpreter" and "not counted" (a kernel not correct under that
+    protocol) each on a line of its own."""
+    value = speedup_of(record, baseline)
+    if value is None:
+        return "-"
+    ci = speedup_interval(record, baseline)
+    cell = f"{value:.2f}x" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
+    if ci_contains_one(record, baseline):
+        cell += " ~1"
+    if triton_interpreted(record):
+        cell += "\nTriton interpreter"
+    if record.get(VERDICT_KEY[baseline]) != "correct":
+        cell += "\nnot counted"
     return cell
 
 
@@ -297,6 +356,10 @@ _NUMBER = re.compile(r"[(\[~]*[-+]?(\d[\d.,]*(e[-+]?\d+)?|inf|nan)(x|%|ms|s)?[)\
 _FOLD_FLOOR = 8  # a word longer than the room left folds, down to this width (a number never does)
 
 
+def _line_width(text: str) -> int:
+    return max((len(line) for line in str(text).splitlines()), default=0)
+
+
 def _number_width(text: str) -> int:
     return max((len(w) for w in str(text).split() if _NUMBER.fullmatch(w)), default=0)
 
@@ -310,7 +373,7 @@ def _column_widths(header: list[str], rows: list[list[str]], width: int | None
     least = [max([_token_width(h), *(_token_width(r[i]) for r in rows)]) for i, h in enumerate(header)]
     if not width:
         return [None] * len(header), least
-    most = [max([len(h), *(len(str(r[i])) for r in rows)]) for i, h in enumerate(header)]
+    most = [max([_line_width(h), *(_line_width(r[i]) for r in rows)]) for i, h in enumerate(header)]
     room = width - (len(header) + 1) - 2 * len(header)  # borders and padding
     if sum(least) > room:
         floor = [max(min(n, _FOLD_FLOOR), _number_width(h), *(_number_width(r[i]) for r in rows))
@@ -330,7 +393,7 @@ def _column_widths(header: list[str], rows: list[list[str]], width: int | None
     return [min(w, m) for w, m in zip(widths, most)], least
 
 
-def _rich_table(title: str, header: list[str], rows: list[list[str]], style_col: int | None = None,
+def _rich_table(title: str, header: list[str], rows: list[list[str]], style_cols: Collection[int] = (),
                 width: int | None = None, right: Collection[str] = ()) -> Table:
     table = Table(title=title)
     widths, least = _column_widths(header, rows, width)
@@ -339,21 +402,39 @@ def _rich_table(title: str, header: list[str], rows: list[list[str]], style_col:
                          min_width=least[i])
     for row in rows:
         cells = list(row)
-        if style_col is not None and cells[style_col] in _STYLE:
-            cells[style_col] = f"[{_STYLE[cells[style_col]]}]{cells[style_col]}[/]"
+        for i in style_cols:
+            first, sep, rest = cells[i].partition("\n")
+            if first in _STYLE:  # the whole cell, or its first line (a verdict over a speedup)
+                cells[i] = f"[{_STYLE[first]}]{first}[/]{sep}{rest}"
         table.add_row(*cells)
     return table
 
 
-def print_table(console: Console, title: str, header: list[str], rows: list[list[str]], style: str | None = None,
-                keep: int = 2, right: Collection[str] = ()) -> None:
+def print_table(console: Console, title: str, header: list[str], rows: list[list[str]],
+                style: str | Collection[str] | None = None, keep: int = 2, right: Collection[str] = ()) -> None:
     """A table on the console, split by columns to the console's width (``COLUMNS``) so nothing is cut; ``style``
-    names a column whose verdicts are coloured, ``right`` the columns aligned right (numbers)."""
+    names the columns whose verdicts (a cell, or a cell's first line) are coloured, ``right`` the columns aligned
+    right (numbers)."""
+    styled = {style} if isinstance(style, str) else set(style or ())
     chunks = fit_columns(header, rows, console.width, keep)
     for n, (h, r) in enumerate(chunks):
-        style_col = h.index(style) if style in h else None
-        console.print(_rich_table(title if n == 0 else f"{title} (continued)", h, r, style_col=style_col,
+        style_cols = [i for i, col in enumerate(h) if col in styled]
+        console.print(_rich_table(title if n == 0 else f"{title} (continued)", h, r, style_cols=style_cols,
                                   width=console.width, right=right), crop=False)
+
+
+def print_candidates(console: Console, title: str, records: list[dict[str, Any]]) -> None:
+    """The per-candidate table: every column of ``record_rows`` on a console at least ``WIDE_COLUMNS`` wide or
+    where they fit in one table; else (80 columns, say) two narrow tables, verdicts and speedups
+    (``compact_record_rows``) and then the rest (``record_detail_rows``), so that no row is split across tables."""
+    header, rows = record_rows(records)
+    width = console.width
+    if not width or width >= WIDE_COLUMNS or len(fit_columns(header, rows, width, keep=1)) == 1:
+        print_table(console, title, header, rows, style="verdict", keep=1)
+        return
+    print_table(console, title, *compact_record_rows(records), style=("verified", "standard"), keep=1)
+    print_table(console, f"{title} (details)", *record_detail_rows(records), keep=1)
+    console.print(COMPACT_NOTE, highlight=False)
 
 
 TIME_NOTE = ("Where the time went: seconds per pair from the records' wall_seconds (compile is the build; a part is "
@@ -377,8 +458,7 @@ def print_report(comparison: RunComparison, console: Console | None = None, per_
     console = console or Console()
     if per_candidate if per_candidate is not None else len(comparison.runs) == 1:
         for run in comparison.runs:
-            print_table(console, f"Results per candidate: {run}", *record_rows(comparison.records[run]),
-                        style="verdict", keep=1)
+            print_candidates(console, f"Results per candidate: {run}", comparison.records[run])
     for title, cols in TERMINAL_TABLES:
         print_table(console, title, *_columns(summary_rows(comparison), cols))
     print_table(console, "From the standard to the verified figure (geomean speedup / fast_1), step by step",

@@ -352,9 +352,11 @@ class Session:
         # lends a copy, against that copy (not yet handed over: no clone, a whole input less on the device)
         before = [] if lent or lend is not None else [(i, _Tensor.clone(a)) for i, a in tensor_args]
         poison = msg.get("poison")
-        canary = None
+        canary, poisoned = None, None
         if poison:  # last before the call: freed blocks of the sizes it allocates hold the poison byte
-            memory.poison_freed(self.device, int(poison["byte"]), [int(n) for n in poison["sizes"]])
+            sizes = [int(n) for n in poison["sizes"]]
+            poisoned = [memory.poison_freed(self.device, int(poison["byte"]), sizes, memory.POISON_COPIES),
+                        memory.POISON_COPIES * sum(sizes)]
             canary = memory.perturb_canary() if self.device == "cpu" else None
         threads_before = _thread_count()
         t_forward = time.perf_counter()
@@ -373,6 +375,7 @@ class Session:
             "input_nbytes": [_Tensor.numel(a) * _Tensor.element_size(a) for _, a in tensor_args],
             "threads": [threads_before, threads_after],
             "forward_ms": forward_ms,
+            "poisoned_bytes": poisoned,  # CUDA: [placed, asked], the poison blocks that fit (memory.poison_freed)
             "shapes": [list(item["tensor"].shape) if "tensor" in item else None for item in items],
             "strides": [item.get("stride") for item in items],
             "mutated_inputs": (lend.written_since_copied() if lend is not None

@@ -2,7 +2,9 @@
 
 On CUDA each trial is bracketed by events, with a device-wide synchronize before the end event so work on side
 streams is counted; on the CPU each trial is timed with ``time.perf_counter_ns``. The raw per-trial times go back
-to the parent, which computes the statistics.
+to the parent, which computes the statistics. On CUDA every timed trial's peak allocation (the caching allocator's
+high-water mark over the call, less what was allocated before it) goes back too, in both roles: no one call is the
+memory-measured one.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from kbv.protocol import FIRST_TIMED_CALL, TIMING_TRUNCATE_MIN_MS, TIMING_TRUNCA
 
 _perf_counter_ns = time.perf_counter_ns  # captured before any candidate import
 _Event = torch.cuda.Event  # the same
+_allocated, _reset_peak, _peak = (torch.cuda.memory_allocated, torch.cuda.reset_peak_memory_stats,
+                                  torch.cuda.max_memory_allocated)  # the same
 _numel, _element_size = torch.Tensor.numel, torch.Tensor.element_size
 
 
@@ -75,7 +79,8 @@ def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: floa
     outputs as fit. ``slow_ms`` is the time per call above which a kernel counts as far slower than the reference
     (few trials: see ``_trial_count``); ``warmed``: this worker already warmed this forward up under the same flags
     (a short warm-up only). Returns ``{"times_ms": [...], "warmup": n, "flush_bytes": b, "truncated": bool,
-    "split_ms": {...}}``; ``split_ms`` (where the command's time went, by the worker's own clock: before the trials,
+    "split_ms": {...}}``, on CUDA with ``"peak_bytes": [...]`` (each timed trial's peak allocation); ``split_ms``
+    (where the command's time went, by the worker's own clock: before the trials,
     the trials, the keeping of outputs, the calls themselves, the trials' prepare steps) is a diagnostic that decides
     nothing.
     """
@@ -87,6 +92,7 @@ def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: floa
     walls: list[float] = []  # the evaluator's clock around each call and its synchronize
     events: list[tuple[Any, Any]] = []  # CUDA: the timed trials' event pairs, made before the first (as do_bench)
     prepared: list[int] = []  # nanoseconds each call's prepare step took (asking for and loading its inputs)
+    peaks: list[int] = []  # CUDA: each timed trial's peak allocation beyond what was allocated before it
 
     def next_inputs() -> int | None:
         """The next call's index, its inputs loaded (``prepare``), the time that took noted; None for an estimate
@@ -104,6 +110,10 @@ def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: floa
             index = next_inputs()
             flush.zero_()
             start, end = events.pop() if events else (_Event(enable_timing=True), _Event(enable_timing=True))
+            before = None
+            if index is not None:  # a timed trial: its peak allocation, outside the events
+                before = _allocated()
+                _reset_peak()
             t0 = _perf_counter_ns()  # the wall clock also waits for the flush: a bound, for warm-up only
             start.record()
             out = fn()
@@ -111,6 +121,8 @@ def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: floa
             end.record()
             end.synchronize()
             walls.append((_perf_counter_ns() - t0) / 1e6)
+            if before is not None:
+                peaks.append(max(0, _peak() - before))
             return index, float(start.elapsed_time(end)), out
     else:
         sync = _no_sync
@@ -158,8 +170,11 @@ def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: floa
     split = {"before_trials": (t_trials - t_start) / 1e6, "trials": (t_end - t_trials) / 1e6, "keep": kept_ns / 1e6,
              "timed_calls": sum(walls[3:]), "prepare": sum(prepared) / 1e6}  # diagnostics from the worker's
     # clock: they decide nothing
-    return {"times_ms": times, "warmup": warmup, "flush_bytes": flush_bytes, "truncated": truncated,
-            "split_ms": split}
+    result = {"times_ms": times, "warmup": warmup, "flush_bytes": flush_bytes, "truncated": truncated,
+              "split_ms": split}
+    if peaks:
+        result["peak_bytes"] = peaks
+    return result
 
 
 def output_bytes(out: Any) -> int:

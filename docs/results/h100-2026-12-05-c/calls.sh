@@ -10,5 +10,10 @@ reward() { g "$1" "$2" --stages bench --bench-runs reward --levels 1,2 --bench-i
 case $1 in
   1) reward "${2:-260}" c1r5a 5; reward "${3:-260}" c1r5b 5 ;;
   2) KBV_PYTEST_TIMEOUT="${2:-400}" g "$(( ${2:-400} + 10 ))" c2py --stages pytest; g "${3:-95}" c2fx --stages bench --bench-runs fixed ;;
+  3) KBV_PYTEST_TIMEOUT="${2:-450}" g "$(( ${2:-450} + 10 ))" c3py --stages pytest ;;
+  4) reward "${2:-260}" c4r5 5
+     for i in 1 2 3; do g 60 c4sq$i --stages suite --only level1/1_Square_Matmul
+                        KBV_GPU_TIMING_CPUS=4 g 60 c4pin$i --stages suite --only level1/1_Square_Matmul; done
+     g 95 c4fx --stages bench --bench-runs fixed ;;
   5) for i in 1 2 3 4; do g 60 c5sq$i --stages suite --only level1/1_Square_Matmul; [ $((SECONDS-S)) -gt "${2:-190}" ] && break; done ;;
 esac
