@@ -4,7 +4,9 @@ same CPUs) and asks torch for two threads, so ATen's ReLU can run on a second co
 
 Expected: verdict rejected with flags resources_changed (the parent reads each worker thread's allowed CPUs from
 /proc after every call) and fallback. standard_verdict correct. Under load (the whole corpus at once on 2 cores)
-its threads on the parent's CPU can also lengthen the windows around its timed calls: untimed_work may appear.
+its threads on the parent's CPU can also lengthen the windows around its timed calls: untimed_work may appear; and
+the second thread it asks torch for (an OpenMP worker, which spin-waits after a parallel region) can use CPU while
+the reference is timed: idle_work may appear (1 of 2 clean-clone CI runs of h100-2026-12-05-c's tree).
 """
 import os
 
