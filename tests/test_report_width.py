@@ -102,3 +102,13 @@ def test_short_speedup_cell_keeps_the_figures_and_marks():
     assert short_speedup_cell(noisy, "verified") == "1.02x [0.98, 1.05] ~1\nnot counted"
     assert short_speedup_cell(noisy, "standard") == "1.02x [0.98, 1.05] ~1"
     assert short_speedup_cell({**noisy, "speedup": {}}, "verified") == "-"
+
+
+def test_a_speedup_far_below_one_keeps_two_significant_digits() -> None:
+    """A kernel timed under the Triton interpreter runs at thousandths of the reference's speed: its figure reads
+    0.0012x, not 0.00x (which reads as no figure)."""
+    from kbv.report.text import speedup_text
+
+    assert speedup_text(0.00123, (0.00101, 0.0015)) == "0.0012x [0.001, 0.0015]"
+    assert speedup_text(1.024, (0.971, 1.07)) == "1.02x [0.97, 1.07]"
+    assert speedup_text(0.11, None) == "0.11x"

@@ -238,6 +238,17 @@ def ci_contains_one(record: dict[str, Any], baseline: str) -> bool:
     return ci is not None and ci[0] <= 1.0 <= ci[1]
 
 
+def ratio_text(x: float) -> str:
+    """A speedup or bound to two decimals, or to two significant digits below 0.1 (a kernel timed under the Triton
+    interpreter runs at thousandths of the reference's speed: "0.00x" read as no figure at all)."""
+    return f"{x:.2f}" if abs(x) >= 0.1 or x == 0 else f"{x:.2g}"
+
+
+def speedup_text(value: float, ci: tuple[float, float] | None) -> str:
+    """``1.02x [0.97, 1.07]``: a speedup and its interval (``ratio_text``)."""
+    return f"{ratio_text(value)}x" + (f" [{ratio_text(ci[0])}, {ratio_text(ci[1])}]" if ci else "")
+
+
 def speedup_cell(record: dict[str, Any], baseline: str) -> str:
     """A speedup with its interval; marked when the interval contains 1.0, when the kernel is not correct under
     that protocol (so the figure does not count) and when it was timed under the Triton interpreter (the CPU)."""
@@ -245,7 +256,7 @@ def speedup_cell(record: dict[str, Any], baseline: str) -> str:
     if value is None:
         return "-"
     ci = speedup_interval(record, baseline)
-    cell = f"{value:.2f}x" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
+    cell = speedup_text(value, ci)
     if ci_contains_one(record, baseline):
         cell += " ~1 (interval contains 1.0)"
     if triton_interpreted(record):
@@ -264,7 +275,7 @@ def short_speedup_cell(record: dict[str, Any], baseline: str) -> str:
     if value is None:
         return "-"
     ci = speedup_interval(record, baseline)
-    cell = f"{value:.2f}x" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
+    cell = speedup_text(value, ci)
     if ci_contains_one(record, baseline):
         cell += " ~1"
     if triton_interpreted(record):
