@@ -229,9 +229,11 @@ IDLE_GPU_KEPT_SAMPLES: Final = 64
 # Work queued on a GPU before a reply runs beside the other role's next timing command, and in ABBA rounds the
 # reference's second and fourth commands come right after one of the candidate's (the candidate knows the round from
 # its command). On a GPU, the least median of those commands over the most of the reference's others above this is
-# ``reference_slowed``. Honest pairs on the H100 read 0.78-1.005 over 45 records (the reward batches of
-# docs/results/h100-2026-12-05-c: KernelBench levels 1-2, the reference timed beside 10 real kernels and itself);
-# the least over the most keeps a slow process pair or a drifting clock below 1. Recorded only on the CPU, where
+# ``reference_slowed``. The first reference command of each pair is in neither group: it follows the candidate's
+# setup and memory command, where a candidate could queue work too (counted among the others, it would hide
+# work queued at every reply). Honest pairs on the H100 read 0.78-1.02 so over 59 records (the reward batches and
+# the GPU corpus of docs/results/h100-2026-12-05-c: KernelBench levels 1-2, the reference timed beside 10 real
+# kernels and itself); the least over the most keeps a slow process pair or a drifting clock below 1. Recorded only on the CPU, where
 # idle_work reads the idle worker's clock and honest ratios were 0.95-1.0.
 REFERENCE_AFTER_CANDIDATE_MAX: Final = 1.2
 

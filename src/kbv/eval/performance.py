@@ -477,7 +477,7 @@ class PerformanceStage:
                     samples[role][b].append([])
                 if self.ctx.device == "cpu":  # the baseline before any call (see CorrectnessStage._distributions)
                     self.ctx.watch(workers[role], "before the first timed call")
-            previous: str | None = None  # the role of the pair's last timing command
+            previous: str | None = None  # the role of the pair's last timing command (None before the first)
             for round_index in range(TIMING_ROUNDS):
                 order = roles if round_index % 2 == 0 else roles[::-1]
                 for role in order:
@@ -535,7 +535,7 @@ class PerformanceStage:
                         peaks = timing.get("peak_bytes")  # CUDA: every timed call's own peak allocation
                         if self.ctx.device != "cpu" and isinstance(peaks, list):
                             self.call_memory[role].extend(int(p) for p in peaks if isinstance(p, int))
-                        if role == "reference" and times:
+                        if role == "reference" and times and previous is not None:  # (the first: neither)
                             self.reference_rounds.setdefault(b, {"after": [], "other": []})[
                                 "after" if previous == "candidate" else "other"].append(statistics.median(times))
                         warmups[role].setdefault(b, timing["warmup"])
@@ -762,7 +762,8 @@ class PerformanceStage:
     def _record_reference_after_candidate(self) -> None:
         """``timing_ms.reference_after_candidate``: per baseline, the medians of the reference's timing commands that
         came right after one of the candidate's (``after_ms``: in ABBA rounds the second and fourth) and of the
-        others (``other_ms``), and ``ratio``, the least of the first over the most of the second. Device work the
+        others (``other_ms``: the third; the first of each pair counts in neither, as it follows the candidate's
+        setup and memory command, where work could be queued too, yet it is no timing command of the candidate's), and ``ratio``, the least of the first over the most of the second. Device work the
         candidate's worker left queued when it replied runs beside the reference's next timed calls and slows them,
         uses no CPU (``idle_work`` does not see it) and is too short for the driver's samples (``idle_gpu``): on a
         GPU a ratio above ``REFERENCE_AFTER_CANDIDATE_MAX`` for any baseline is ``reference_slowed``, rejected. The
