@@ -345,6 +345,21 @@ def context(tmp_path: Path, **options: Any) -> PairContext:
                                                                        **options), "cpu")
 
 
+def timing_context(tmp_path: Path, device: str = "cuda") -> PairContext:
+    """A pair on ``device`` whose correctness passed and whose verified baseline is to be timed: one timing pair,
+    no sampling, no workers started ahead (fake workers)."""
+    problem = load_problem(problem_path("level1/5_ReLU"))
+    cand = tmp_path / "cand.py"
+    cand.write_text("class ModelNew: pass\n")
+    ctx = PairContext(problem, Candidate.from_path(cand), EvalOptions(device="cpu", sandbox="off", timing_pairs=1,
+                                                                      protocol="verified", sample_workers=False,
+                                                                      start_ahead=False),
+                      device, gpu=0 if device == "cuda" else None)
+    ctx.evidence = passed()
+    ctx.evidence.timed_for = ("verified",)
+    return ctx
+
+
 def timing_script(per_call_ms: float, host_ms: float, truncated: bool = False) -> Callable[[dict], dict]:
     """A worker whose timer reports ``per_call_ms`` per trial, whose timing calls cost ``host_ms`` of extra wall
     time (host work outside the kernel: input loading), and whose bursts take ``per_call_ms`` per call."""
@@ -507,14 +522,7 @@ def test_out_of_memory_in_timing_is_kbvs_where_the_candidate_held_no_more_than_t
         return base(msg)
 
     fake.scripts = {"reference": base, "candidate": candidate}
-    problem = load_problem(problem_path("level1/5_ReLU"))
-    cand = tmp_path / "cand.py"
-    cand.write_text("class ModelNew: pass\n")
-    ctx = PairContext(problem, Candidate.from_path(cand), EvalOptions(device="cpu", sandbox="off", timing_pairs=1,
-                                                                      protocol="verified", sample_workers=False,
-                                                                      start_ahead=False), "cuda", gpu=0)
-    ctx.evidence = passed()
-    ctx.evidence.timed_for = ("verified",)
+    ctx = timing_context(tmp_path)
     if held is not None:
         ctx.draft.memory_bytes["correctness_stage"] = {"held_max": {"candidate": held[0], "reference": held[1]}}
     performance.PerformanceStage(ctx).run()
@@ -545,14 +553,7 @@ def test_every_timed_calls_peak_allocation_is_compared_on_a_gpu(fake, tmp_path, 
         return script
 
     fake.scripts = {"reference": with_peaks(None if cand_extra is None else 0), "candidate": with_peaks(cand_extra)}
-    problem = load_problem(problem_path("level1/5_ReLU"))
-    cand = tmp_path / "cand.py"
-    cand.write_text("class ModelNew: pass\n")
-    ctx = PairContext(problem, Candidate.from_path(cand), EvalOptions(device="cpu", sandbox="off", timing_pairs=1,
-                                                                      protocol="verified", sample_workers=False,
-                                                                      start_ahead=False), "cuda", gpu=0)
-    ctx.evidence = passed()
-    ctx.evidence.timed_for = ("verified",)
+    ctx = timing_context(tmp_path)
     performance.PerformanceStage(ctx).run()
     found = ctx.draft.memory_bytes.get("timed_calls")
     if flagged is None:
@@ -2396,14 +2397,7 @@ def test_a_reference_slowed_right_after_the_candidates_commands_is_rejected_on_a
 
     def run() -> PairContext:
         fake.scripts = {"reference": reference, "candidate": timing_script(1.0, 0.0)}
-        problem = load_problem(problem_path("level1/5_ReLU"))
-        cand = tmp_path / "cand.py"
-        cand.write_text("class ModelNew: pass\n")
-        ctx = PairContext(problem, Candidate.from_path(cand), EvalOptions(
-            device="cpu", sandbox="off", timing_pairs=1, protocol="verified", sample_workers=False,
-            start_ahead=False), device, gpu=0 if device == "cuda" else None)
-        ctx.evidence = passed()
-        ctx.evidence.timed_for = ("verified",)
+        ctx = timing_context(tmp_path, device)
         performance.PerformanceStage(ctx).run()
         return ctx
 

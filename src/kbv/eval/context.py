@@ -71,6 +71,14 @@ def _started(future: Future | None) -> Any:
         return None
 
 
+
+def _last_cpus(count: int) -> set[int]:
+    """The last ``count`` of the CPUs this process may run on (none where they cannot be read)."""
+    try:
+        return set(sorted(os.sched_getaffinity(0))[-count:])
+    except (AttributeError, OSError):
+        return set()
+
 class PairContext:
     def __init__(self, problem: Problem, candidate: Candidate, options: EvalOptions, device: str,
                  gpu: int | None = None, shape: dict[str, Any] | None = None):
@@ -308,11 +316,7 @@ class PairContext:
         threads = self.options.resolved_threads(self.device)
         if self.device != "cpu" or not threads:
             return set()
-        try:
-            mine = sorted(os.sched_getaffinity(0))
-        except (AttributeError, OSError):
-            return set()
-        return set(mine[-threads:])
+        return _last_cpus(threads)
 
     def gpu_timing_cpus(self, stage: str) -> set[int]:
         """On a GPU, where ``gpu_timing_cpus`` asks for it (an experiment, off by default): the timing workers of
@@ -320,11 +324,7 @@ class PairContext:
         count = self.options.gpu_timing_cpus
         if self.device == "cpu" or stage != "performance" or count <= 0:
             return set()
-        try:
-            mine = sorted(os.sched_getaffinity(0))
-        except (AttributeError, OSError):
-            return set()
-        return set(mine[-count:])
+        return _last_cpus(count)
 
     def lender_cpus(self) -> set[int]:
         """The CPUs of a pair's lender: the parent's own less the timing workers' (``worker_cpus``), or theirs where

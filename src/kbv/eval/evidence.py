@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from kbv.protocol import DEVICE_IN_USE_SLACK_BYTES, DEVICE_IN_USE_SLACK_REL
+
 STAGES = ("compile", "correctness", "performance")
 # what each worker command's time is charged to in the wall_seconds breakdown
 PART_OF = {"setup": "setup", "perturb": "setup", "state": "setup", "load": "setup", "forward": "trials", "judge": "judging",
@@ -36,8 +38,6 @@ def out_of_memory_is_kbvs(error: dict[str, Any], memory_bytes: dict[str, Any], d
     roles' workers with kbv's buffers in them, did not fit the device, which is kbv's failure (``harness_error``),
     not the candidate's ``runtime_error``. The entry the error gets as ``out_of_memory`` (``reason`` says where),
     or None where it is the candidate's: not out of memory, no such reading, or it held more."""
-    from kbv.protocol import DEVICE_IN_USE_SLACK_BYTES, DEVICE_IN_USE_SLACK_REL
-
     if device == "cpu" or not reads_out_of_memory(error):
         return None
     held = (memory_bytes.get("correctness_stage") or {}).get("held_max") or {}

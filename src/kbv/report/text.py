@@ -249,14 +249,18 @@ def speedup_text(value: float, ci: tuple[float, float] | None) -> str:
     return f"{ratio_text(value)}x" + (f" [{ratio_text(ci[0])}, {ratio_text(ci[1])}]" if ci else "")
 
 
+def speedup_figure(record: dict[str, Any], baseline: str) -> str | None:
+    """A record's speedup under ``baseline`` with its interval (``speedup_text``), or None where it has none."""
+    value = speedup_of(record, baseline)
+    return None if value is None else speedup_text(value, speedup_interval(record, baseline))
+
+
 def speedup_cell(record: dict[str, Any], baseline: str) -> str:
     """A speedup with its interval; marked when the interval contains 1.0, when the kernel is not correct under
     that protocol (so the figure does not count) and when it was timed under the Triton interpreter (the CPU)."""
-    value = speedup_of(record, baseline)
-    if value is None:
+    cell = speedup_figure(record, baseline)
+    if cell is None:
         return "-"
-    ci = speedup_interval(record, baseline)
-    cell = speedup_text(value, ci)
     if ci_contains_one(record, baseline):
         cell += " ~1 (interval contains 1.0)"
     if triton_interpreted(record):
@@ -271,11 +275,9 @@ def short_speedup_cell(record: dict[str, Any], baseline: str) -> str:
     """``speedup_cell`` for a narrow table, under the verdict: the same figures and marks in fewer words ("~1" alone
     for an interval that contains 1.0), then "Triton interpreter" and "not counted" (a kernel not correct under that
     protocol) each on a line of its own."""
-    value = speedup_of(record, baseline)
-    if value is None:
+    cell = speedup_figure(record, baseline)
+    if cell is None:
         return "-"
-    ci = speedup_interval(record, baseline)
-    cell = speedup_text(value, ci)
     if ci_contains_one(record, baseline):
         cell += " ~1"
     if triton_interpreted(record):
