@@ -1,19 +1,19 @@
 #!/usr/bin/env python3
-"""What recording every timed call's device kernels would cost the timing, and whether it moves the speedup.
+"""What recording every timed call's device kernels costs the timing, and whether it moves the speedup.
 
     python benchmarks/recording_cost.py --problems .kb/kernelbench --pairs level1/19,level2/76 --device cuda --out r/
 
-The step issue 12 leaves for the GPU's profiled call (docs/security.md): on a GPU kernel names can only be read
-inside the process that launches them (CUPTI), so the one profiled call is a call the candidate can recognise. The
-fix is to record the kernels of every timed call, in both roles, so that what a candidate does while recorded is
-what is timed. Before that replaces the profiled call, its cost must be known: CUPTI's kernel records add work to
+Issue 12's answer to the GPU's profiled call (docs/security.md): on a GPU kernel names can only be read inside the
+process that launches them (CUPTI), so the one profiled call is a call the candidate can recognise; kbv records the
+kernels of every timed forward, in both roles, so that what a candidate does while recorded is what is timed. Its
+cost must stay known: CUPTI's kernel records add work to
 every launch, which could slow a many-kernel reference more than a fused candidate (or the other way round) and so
 move the speedup. This benchmark measures it, with nothing of kbv's sandbox or parent: for each pair (a KernelBench
 problem's reference and, where ``--candidates`` has one, its custom kernel, else the reference again), each role is
 timed by ``kbv.worker.timer.time_calls`` (the worker's own timer: cache flush, events, device-wide synchronize) in
-``--rounds`` alternating rounds, plain and under ``torch.profiler`` recording device activity only (CUDA kernels;
-on the CPU, for a smoke test, CPU operators), the recording started before the command and stopped after it, as it
-would be around a timing command. Per pair: each role's median per mode, the recorded-over-plain ratio, the speedup
+``--rounds`` alternating rounds, plain and recorded as kbv's timing commands are (``kbv.worker.kernel_record``:
+a device-only session held for the command, its collection switched on around each forward only; on the CPU, for a
+smoke test, CPU operators). Per pair: each role's median per mode, the recorded-over-plain ratio, the speedup
 plain and recorded, their ratio (``distortion``: 1 means recording leaves the speedup alone), and the kernels
 recorded per call. Results: ``<out>/recording_cost.json``. Figures are what this run measured.
 """
@@ -34,10 +34,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 import torch  # noqa: E402
-from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
 from kbv.protocol import TIMING_RULES  # noqa: E402
 from kbv.worker import timer  # noqa: E402
+from kbv.worker.kernel_record import Recording  # noqa: E402
 
 
 def load(path: Path, name: str) -> ModuleType:
@@ -67,7 +67,8 @@ def to(value: Any, device: str) -> Any:
 
 def timed(model: torch.nn.Module, inputs: list[Any], device: str, trials: int, record: bool) -> dict[str, Any]:
     """One timing command of ``model`` on ``inputs``: the median per call, and with ``record`` the device kernels
-    (CPU operators on the CPU) recorded per call."""
+    (CPU operators on the CPU) recorded per call, by kbv's own mechanism (``kbv.worker.kernel_record``: the session
+    held for the command, its collection on around each forward only)."""
     def call() -> Any:
         with torch.no_grad():
             return model(*inputs)
@@ -76,13 +77,15 @@ def timed(model: torch.nn.Module, inputs: list[Any], device: str, trials: int, r
     if not record:
         result = timer.time_calls(call, device, rule, max_trials=trials)
         return {"median_ms": statistics.median(result["times_ms"])}
-    activity = ProfilerActivity.CUDA if device.startswith("cuda") else ProfilerActivity.CPU
-    with profile(activities=[activity]) as prof:
-        result = timer.time_calls(call, device, rule, max_trials=trials)
+    recording = Recording(device)
+    recording.start()
+    result = timer.time_calls(call, device, rule, max_trials=trials, record=recording)
+    recorded = recording.stop()
+    if recorded["status"] != "ok":
+        raise SystemExit(f"the recording failed: {recorded}")
     calls = 3 + int(result["warmup"]) + len(result["times_ms"])  # the estimates, the warm-up, the trials
-    kinds = ("cuda", "kernel") if device.startswith("cuda") else ("cpu",)
-    events = [e for e in prof.events() if str(getattr(e, "device_type", "")).lower().split(".")[-1] in kinds]
-    return {"median_ms": statistics.median(result["times_ms"]), "records_per_call": len(events) / calls}
+    records = sum(int(n) for n, _ in recorded["kernels"].values())
+    return {"median_ms": statistics.median(result["times_ms"]), "records_per_call": records / calls}
 
 
 def main() -> int:

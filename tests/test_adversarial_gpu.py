@@ -113,3 +113,24 @@ def test_a_scratch_hidden_from_the_memory_command_is_seen_in_every_timed_call(gp
     entry = BY_ID["cuda_scratch_except_measured"]
     off = evaluate(problem_path(entry["problem"]), ROOT / entry["file"], EvalOptions(**OPTIONS[("cuda", "fast")]))
     assert off.verdict == "correct" and "memory_above_reference" not in off.flags, off.flags
+
+
+def test_a_profiled_call_told_apart_is_seen_in_the_recording_of_every_timed_forward(
+        gpu_corpus: dict[str, dict[str, Any]]) -> None:
+    """Issue 12, rule 2 on a GPU: a candidate that runs its own Triton kernel under the profiled call's dispatch mode
+    and torch.relu everywhere else shows only its own kernel when profiled, and PyTorch's in every recorded timed
+    forward: ``fallback`` added from ``fallback.timed_calls``. The honest Triton GELU's recording is all its own.
+    With timed calls not recorded the same candidate is ``correct`` with no flag."""
+    from kbv.eval import EvalOptions, evaluate
+
+    fallback = record_of(gpu_corpus, "cuda_profiled_own_timed_torch")["fallback"]
+    assert fallback["gpu"]["library_share_time"] == 0.0, fallback["gpu"]  # the profiled call: its own kernel
+    timed = fallback["timed_calls"]
+    assert timed["status"] == "ok" and timed["flags_added"] == ["fallback"], timed
+    assert timed["library_share_time"] == 1.0, timed
+    honest = record_of(gpu_corpus, "cuda_example_triton_gelu")["fallback"]["timed_calls"]
+    assert honest["status"] == "ok" and honest["flags"] == [] and honest["own_us"] > 0, honest
+    entry = BY_ID["cuda_profiled_own_timed_torch"]
+    off = evaluate(problem_path(entry["problem"]), ROOT / entry["file"],
+                   EvalOptions(**OPTIONS[("cuda", "fast")], record_timed=False))
+    assert off.verdict == "correct" and "fallback" not in off.flags, off.flags

@@ -33,3 +33,47 @@ def test_the_estimate_and_warm_up_calls_share_one_input_set_and_each_timed_call_
     assert [s for s, _ in seen[:untimed]] == [FIRST_TIMED_CALL - 1] * untimed  # estimates and warm-up: one set
     assert kept == {i: 2.0 * i for i in range(FIRST_TIMED_CALL, FIRST_TIMED_CALL + trials)}
     assert result["split_ms"]["prepare"] >= 0.0
+
+
+def test_a_recording_sees_every_forward_and_none_of_the_harnesss_own_work() -> None:
+    """``time_calls(record=...)`` switches the recording on around each forward only (``kbv.worker.kernel_record``;
+    on the CPU it records operators, the stand-in for a GPU's kernels): every estimate, warm-up and timed call's
+    operators are in it, and none of the work between calls (the cache flush's ``fill_``, a ``prepare`` that draws
+    inputs, a ``keep`` that copies outputs)."""
+    from kbv.worker.kernel_record import Recording
+
+    x = torch.randn(64)
+
+    def prepare(index: int) -> None:
+        torch.tanh(x)  # the harness's input draw
+
+    recording = Recording("cpu")
+    recording.start()
+    result = timer.time_calls(lambda: torch.relu(x), "cpu", TIMING_RULES["cpu"], max_trials=5, prepare=prepare,
+                              keep=lambda i, out: out.clone(), record=recording)
+    recorded = recording.stop()
+    calls = 3 + result["warmup"] + len(result["times_ms"])
+    assert recorded["status"] == "ok", recorded
+    assert recorded["kernels"]["aten::relu"][0] == calls, recorded
+    assert not {"aten::tanh", "aten::fill_", "aten::clone"} & set(recorded["kernels"]), recorded
+    assert recorded["windows"] == 3 + 1 + len(result["times_ms"])  # the warm-up's calls share one window
+
+
+def test_a_forward_that_stops_the_recording_is_reported() -> None:
+    """A forward that stops the session loses the rest of the command's recording: ``stopped`` (the parent's
+    ``fallback``, kbv.eval.timed_record)."""
+    from torch._C import _autograd
+
+    from kbv.worker.kernel_record import Recording
+
+    x = torch.randn(64)
+
+    def forward() -> torch.Tensor:
+        if _autograd._profiler_enabled():
+            _autograd._disable_profiler()
+        return torch.relu(x)
+
+    recording = Recording("cpu")
+    recording.start()
+    timer.time_calls(forward, "cpu", TIMING_RULES["cpu"], max_trials=3, record=recording)
+    assert recording.stop()["status"] == "stopped"

@@ -2148,6 +2148,8 @@ def test_reference_timings_measured_on_lent_inputs_are_cached_apart() -> None:
 
     args = ("sha", {"x": [4]}, "fp32", "verified", "cpu", "cpu", "", ("D1", "D2"))
     assert cache_key(*args, lent=True) != cache_key(*args) == cache_key(*args, lent=False)
+    # every forward recorded (kbv.worker.kernel_record) adds work around each call: cached apart too
+    assert cache_key(*args, recorded=True) not in (cache_key(*args), cache_key(*args, lent=True, recorded=True))
 
 
 def test_with_lending_off_no_lender_starts_and_both_roles_get_seeds(fake, monkeypatch, tmp_path) -> None:
@@ -2848,3 +2850,100 @@ def test_gpu_timing_workers_are_pinned_only_when_asked(tmp_path) -> None:
     assert asked.gpu_timing_cpus("correctness") == set()
     default = PairContext(problem, Candidate.from_path(cand), EvalOptions(device="cpu", sandbox="off"), "cuda", gpu=0)
     assert default.gpu_timing_cpus("performance") == set()
+
+
+ATEN_RELU = ("void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::launch_clamp_scalar"
+             "(at::TensorIteratorBase&, c10::Scalar, c10::Scalar, at::native::detail::ClampLimits)::{lambda()#1}")
+
+
+def recording_script(kernels: dict[str, list[float]] | None, status: str = "ok") -> Callable[[dict], dict]:
+    """``timing_script(1.0, 0.0)`` whose timing replies carry a recording of every forward (``recorded``, as
+    ``kbv.worker.kernel_record`` replies): ``kernels`` per command, or none at all where None."""
+    inner = timing_script(1.0, 0.0)
+
+    def script(msg: dict[str, Any]) -> dict[str, Any]:
+        reply = inner(msg)
+        if msg["cmd"] == "time" and msg.get("record") and kernels is not None:
+            for timing in reply["timing"].values():
+                timing["recorded"] = {"status": status, "windows": 24, "kernels": kernels}
+        return reply
+    return script
+
+
+@pytest.mark.parametrize("candidate, profiled, added", [
+    ({ATEN_RELU: [24, 48.0]}, (), ["fallback"]),  # PyTorch's kernel in every timed forward, none when profiled
+    ({"_relu_kernel": [24, 40.0]}, (), []),  # its own Triton kernel (named in its Triton cache)
+    ({"_relu_kernel": [24, 2.0], ATEN_RELU: [24, 38.0]}, (), ["fallback"]),  # library 95 % of the device time
+    ({"_relu_kernel": [24, 30.0], ATEN_RELU: [24, 10.0]}, (), ["partial_fallback"]),
+    ({ATEN_RELU: [24, 48.0]}, ("fallback",), []),  # the profiled call already said so
+    ({"Memcpy DtoD (Device -> Device)": [24, 5.0], "_relu_kernel": [24, 40.0]}, (), []),  # copies are data
+])
+def test_a_fallback_in_the_timed_calls_is_seen_in_their_recording(fake, tmp_path, candidate, profiled,
+                                                                   added) -> None:
+    """Issue 12, rule 2 on a GPU: every forward of every timing command of both roles is recorded
+    (``kbv.worker.kernel_record``), so the profiled call is no longer the one recorded call. The candidate's recorded
+    kernels are classified by name as the profiled call's are, and a flag worse than the profiled call's is added
+    (``fallback.timed_calls``). With recording off (``record_timed=False``, KBV_RECORD_TIMED=0) nothing is
+    recorded or added."""
+    cache = tmp_path / "triton"
+    cache.mkdir()
+    (cache / "relu.json").write_text('{"name": "_relu_kernel"}')
+
+    def run(record: bool | None) -> PairContext:
+        fake.scripts = {"reference": recording_script({ATEN_RELU: [24, 48.0]}), "candidate": recording_script(candidate)}
+        ctx = timing_context(tmp_path)
+        ctx.options.record_timed = record
+        ctx.own_roots = [cache]
+        ctx.evidence.see(*profiled)
+        performance.PerformanceStage(ctx).run()
+        return ctx
+
+    ctx = run(None)  # a GPU's default: on
+    timed = ctx.draft.fallback["timed_calls"]
+    assert timed["status"] == "ok" and timed["flags_added"] == added, timed
+    assert timed["commands"] == {"reference": TIMING_ROUNDS, "candidate": TIMING_ROUNDS}
+    assert all(f in ctx.evidence.observed for f in added)
+    if added:
+        assert not any(f in run(False).evidence.observed for f in added)
+    off = run(False)
+    assert off.draft.fallback is None or "timed_calls" not in off.draft.fallback
+
+
+@pytest.mark.parametrize("reference, candidate_status, flagged, status", [
+    ({ATEN_RELU: [24, 48.0]}, "stopped", True, "stopped_by_candidate"),  # its forward stopped the recording
+    ({ATEN_RELU: [24, 48.0]}, "error", False, "unusable"),
+    ({}, "ok", False, "unusable"),  # the reference's own forwards recorded nothing: it does not work here
+])
+def test_a_recording_stopped_by_the_candidate_is_a_fallback(fake, tmp_path, reference, candidate_status, flagged,
+                                                            status) -> None:
+    """What a forward hid by stopping the recording cannot be known: ``fallback``, where the reference's own
+    recording worked. A recording that failed, or that the reference's forwards left empty, adds nothing."""
+    fake.scripts = {"reference": recording_script(reference),
+                    "candidate": recording_script({}, status=candidate_status)}
+    ctx = timing_context(tmp_path)
+    performance.PerformanceStage(ctx).run()
+    assert ctx.draft.fallback["timed_calls"]["status"] == status
+    assert ("fallback" in ctx.evidence.observed) is flagged
+
+
+def test_recording_is_on_by_default_on_a_gpu_only() -> None:
+    from kbv.eval.timed_record import records
+
+    assert records(None, "cuda") is True and records(None, "cpu") is False
+    assert records(True, "cpu") is True and records(False, "cuda") is False
+
+
+def test_pytorchs_copy_and_fill_kernels_are_data_without_a_launcher() -> None:
+    """A recording of timed calls has no CPU-side events, so no launcher: PyTorch's copy, fill and concatenation
+    kernels are still data movement by name (as the profiled call counts ``aten::copy_``), a compute kernel is not."""
+    from kbv.fallback import classify_gpu
+
+    copy = "void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)"
+    fill = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, std::array<char*, 1ul> >"
+    own = {"defined": [], "triton": ["_relu_kernel"]}
+    found = classify_gpu([{"name": copy, "us": 5.0, "launcher": None}, {"name": fill, "us": 5.0, "launcher": None},
+                          {"name": "_relu_kernel", "us": 40.0, "launcher": None}], own)
+    assert found["flags"] == [] and found["data_movement_us"] == 10.0, found
+    found = classify_gpu([{"name": ATEN_RELU, "us": 5.0, "launcher": None},
+                          {"name": "_relu_kernel", "us": 40.0, "launcher": None}], own)
+    assert found["flags"] == ["partial_fallback"], found

@@ -54,6 +54,10 @@ class EvalOptions:
     # or 0 lends always or never
     lend_timed: bool | None = field(default_factory=lambda: {"1": True, "0": False}.get(
         os.environ.get("KBV_LEND_TIMED", ""), None))
+    # every forward of every timing command recorded (kbv.worker.kernel_record): None (KBV_RECORD_TIMED unset) for the
+    # device's default (RECORD_TIMED_DEFAULT), KBV_RECORD_TIMED=1 or 0 always or never
+    record_timed: bool | None = field(default_factory=lambda: {"1": True, "0": False}.get(
+        os.environ.get("KBV_RECORD_TIMED", ""), None))
     # the parent samples every worker's CPU time from outside (kbv.sandbox.sampler: library use the candidate cannot
     # hide in the calls it can tell apart); KBV_SAMPLE_WORKERS=0 turns it off
     sample_workers: bool = field(default_factory=lambda: os.environ.get("KBV_SAMPLE_WORKERS", "1") != "0")

@@ -27,6 +27,7 @@ from kbv.eval.gate import ungated
 from kbv.eval.lent_timing import TimedLoan, lends, open_loans
 from kbv.eval.pacing import Pacer, untimed_excess, untimed_ms
 from kbv.eval.refcache import ReferenceTimingCache, cache_key
+from kbv.eval.timed_record import TimedRecords, records
 from kbv.protocol import (
     BURST_DEVICE_BOUND, BURST_INPUT_SETS, BURST_MAX_CALLS, BURST_MAX_WALL_OVER_TIMED, BURST_MAX_WALL_SPEEDUP, BURST_MIN_CLAIM, BURST_MIN_CLAIM_CPU,
     BURST_TARGET_MS, CHANGED_KEPT_MAX, FIRST_TIMED_CALL, LENT_CHECKS_KEPT,
@@ -166,6 +167,8 @@ class PerformanceStage:
         # both roles' timed inputs lent by a third process, the lender, one per process pair (kbv.eval.lent_timing)
         self.lend, self.lend_reason = lends(ctx.options.lend_timed, ctx.device)
         self.lender: Worker | None = None  # the pair's lender while it is timed (``_pair``)
+        # every forward of every timing command recorded, both roles (kbv.eval.timed_record): None where it is off
+        self.recorded = TimedRecords() if records(ctx.options.record_timed, ctx.device) else None
 
     # -- workers --------------------------------------------------------------------------------------------------
 
@@ -450,6 +453,16 @@ class PerformanceStage:
         self._judge_idle_cpu()
         self._record_idle_gpu()
         self._record_reference_after_candidate()
+        self._judge_recorded()
+
+    def _judge_recorded(self) -> None:
+        """What every recorded forward launched (``kbv.eval.timed_record``): the record's
+        ``fallback.timed_calls``, and a fallback flag the profiled call did not have."""
+        if self.recorded is None:
+            return
+        record, added = self.recorded.judge(self.ctx.own_roots, self.ctx.device, self.ev.observed)
+        self.draft.fallback = {**(self.draft.fallback or {}), "timed_calls": record}
+        self.ev.see(*added)
 
     def _time_pair(self, reference: Worker, candidate: Worker, pair_index: int, cached: dict[str, Any], seed: int,
                    share: float, deadline: float, samples: Samples, warmups: dict[str, dict[str, int]],
@@ -490,6 +503,7 @@ class PerformanceStage:
                     msg: dict[str, Any] = {"cmd": "time", "baselines": baselines, "share": share,
                                            "round": round_index}
                     msg["ring_bytes"] = self.ring_bytes  # both roles keep every output: the same work and memory
+                    msg["record"] = self.recorded is not None  # both roles alike: the same work around each call
                     if role == "reference" and cached:
                         if round_index or pair_index:
                             continue  # cached: one short re-measure only
@@ -545,6 +559,8 @@ class PerformanceStage:
                         # both roles' inputs lent, or neither's: the same work falls in both roles' windows
                         self.untimed[role].setdefault(b, []).append(untimed_ms(pacer.windows.get(b, {}), times))
                         self._note_split(role, timing.get("split_ms"))
+                        if self.recorded is not None:
+                            self.recorded.add(role, timing.get("recorded"))
                         if isinstance(timing.get("profile"), dict):  # KBV_PROFILE_TIMING=1: the first command's
                             self.draft.timing_ms.setdefault("worker_profile", {}).setdefault(role, {}).setdefault(
                                 b, timing["profile"])
@@ -1129,7 +1145,7 @@ class PerformanceStage:
         identity = envinfo.gpu_identity(ctx.gpu) if ctx.device == "cuda" else {}
         return cache_key(ctx.problem.source_sha256, self.draft.shapes, self.options.precision, baseline,
                          ctx.device, identity.get("name", ctx.device), identity.get("driver", ""), self.names,
-                         lent=self.lend)
+                         lent=self.lend, recorded=self.recorded is not None)
 
     def _cached_reference(self, baselines: list[str]) -> dict[str, Any]:
         """Cached reference timings for every baseline, or {} (then the reference is timed live, interleaved)."""

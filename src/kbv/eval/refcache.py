@@ -20,8 +20,10 @@ from kbv.protocol import TIMED_DISTRIBUTION_WEIGHTS, TIMING_RULES
 
 
 def cache_key(problem_sha256: str, shapes: dict[str, Any], precision: str, baseline: str, device_kind: str,
-              device_name: str, driver: str, distributions: tuple[str, ...] = (), lent: bool = False) -> str:
-    """The key; ``lent``: the timed inputs are lent by a lender (``kbv.eval.lent_timing``), which moves the times."""
+              device_name: str, driver: str, distributions: tuple[str, ...] = (), lent: bool = False,
+              recorded: bool = False) -> str:
+    """The key; ``lent``: the timed inputs are lent by a lender (``kbv.eval.lent_timing``), which moves the times;
+    ``recorded``: every forward was recorded (``kbv.worker.kernel_record``), which adds work around each call."""
     material: dict[str, Any] = {
         "problem": problem_sha256, "shapes": shapes, "precision": precision, "baseline": baseline,
         "device": device_name, "driver": driver, "torch": torch.__version__,
@@ -30,6 +32,8 @@ def cache_key(problem_sha256: str, shapes: dict[str, Any], precision: str, basel
     }
     if lent:  # only then: the keys of times measured on the worker's own draws stay as they were
         material["lent"] = True
+    if recorded:
+        material["recorded"] = True
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
 
 

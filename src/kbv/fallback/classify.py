@@ -159,9 +159,16 @@ def own_kernel_names(build_roots: Iterable[str | os.PathLike[str]]) -> dict[str,
     return {"defined": sorted(defined), "triton": sorted(triton), "errors": errors}
 
 
+#: PyTorch's own copy and fill kernels, known by name where no launcher is recorded (a recording of every timed call
+#: has no CPU-side events: ``kbv.eval.timed_record``): data movement, as ``aten::copy_`` and ``aten::fill_`` are.
+_ATEN_DATA_KERNELS = ("copy_kernel", "FillFunctor", "CatArrayBatchedCopy")
+
+
 def classify_gpu(kernels: list[dict[str, Any]], own: dict[str, Any],
                  thresholds: dict[str, float] | None = None) -> dict[str, Any]:
-    """Trusted side: each kernel as own, library or data movement; shares by device time; flags as ``classify``."""
+    """Trusted side: each kernel as own, library or data movement; shares by device time; flags as ``classify``.
+    ``kernels``: ``{"name", "us", "launcher"}`` each (the ATen operator that launched it, or None), with ``calls``
+    where one entry stands for several launches (``us`` then their total)."""
     thresholds = {**FALLBACK_THRESHOLDS, **(thresholds or {})}
     defined = set(own.get("defined") or [])
     triton = {n for n in own.get("triton") or [] if not n.startswith("triton_")}  # triton_*: Inductor's naming
@@ -173,7 +180,8 @@ def classify_gpu(kernels: list[dict[str, Any]], own: dict[str, Any],
             continue  # a range, not a kernel
         launcher_name = launcher if isinstance(launcher, str) else ""
         aten = launcher_name.startswith("aten::")
-        if name.startswith(_DATA_MOVEMENT) or (aten and not is_compute(launcher_name.replace("::", ".", 1))):
+        if name.startswith(_DATA_MOVEMENT) or (aten and not is_compute(launcher_name.replace("::", ".", 1))) or (
+                launcher is None and "at::native::" in name and any(m in name for m in _ATEN_DATA_KERNELS)):
             kind = "data"
         elif aten:
             kind = "library"
@@ -184,7 +192,7 @@ def classify_gpu(kernels: list[dict[str, Any]], own: dict[str, Any],
         totals[kind] += us
         entry = per_kernel.setdefault((name, kind), {"name": name[:200], "class": kind, "launcher": launcher,
                                                      "calls": 0, "us": 0.0})
-        entry["calls"] += 1
+        entry["calls"] += int(k.get("calls", 1))
         entry["us"] += us
     compute = totals["own"] + totals["library"]
     share = totals["library"] / compute if compute > 0 else None

@@ -25,8 +25,8 @@ from kbv.worker import confine
 from kbv.protocol import (BASELINES, BURST_INPUT_SETS, CHANGED_KEPT_MAX, DEFERRED_WRITE_WAIT_S, DISTRIBUTIONS,
                           FIRST_TIMED_CALL, TIMING_RULES,
                           WORKER_FILE_BYTES_MAX, ask_spin_s, timed_call)
-from kbv.worker import (backends, commit, diagnose, guard, handoff, inputs, integrity, lending, loading, memory,
-                        recorder, timer)
+from kbv.worker import (backends, commit, diagnose, guard, handoff, inputs, integrity, kernel_record, lending, loading,
+                        memory, recorder, timer)
 
 _Tensor = torch.Tensor
 _as_subclass = torch.Tensor.as_subclass
@@ -679,13 +679,18 @@ class Session:
             self.digest_ns = self.copy_ns = self.ask_ns = 0
             self.loads = {}
             slow = msg.get("slow_ms")
+            recording = kernel_record.Recording(self.device) if msg.get("record") else None
+            if recording is not None:
+                recording.start()
             with diagnose.profiled(os.environ.get(diagnose.PROFILE_ENV) == "1") as profile:
                 timings[baseline] = timer.time_calls(call, self.device, rule, float(msg.get("share", 1.0)),
                                                      msg.get("max_trials"), prepare, keep,
                                                      float(slow[baseline]) if isinstance(slow, dict)
                                                      and baseline in slow else None,
                                                      int(msg["ring_bytes"]) if keep_outputs else None,
-                                                     warmed=baseline in self.warmed)
+                                                     warmed=baseline in self.warmed, record=recording)
+            if recording is not None:  # what every forward of this command launched (the parent classifies it)
+                timings[baseline]["recorded"] = recording.stop()
             self.warmed.add(baseline)
             # each timed call's draw and load of its inputs, this worker's own clock (the reference's is left out
             # of its untimed time where the candidate's inputs were lent: kbv.eval.pacing.untimed_ms)

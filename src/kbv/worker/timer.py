@@ -4,7 +4,9 @@ On CUDA each trial is bracketed by events, with a device-wide synchronize before
 streams is counted; on the CPU each trial is timed with ``time.perf_counter_ns``. The raw per-trial times go back
 to the parent, which computes the statistics. On CUDA every timed trial's peak allocation (the caching allocator's
 high-water mark over the call, less what was allocated before it) goes back too, in both roles: no one call is the
-memory-measured one.
+memory-measured one. With a ``record`` (``kbv.worker.kernel_record``) every forward, estimate, warm-up and timed
+alike, runs with the recording's collection on, and nothing else does: the harness's flush, draws and copies fall
+between its windows, outside the events.
 """
 
 from __future__ import annotations
@@ -68,7 +70,7 @@ def _trial_count(estimate_ms: float, rule: TimingRule, share: float, slow_ms: fl
 def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: float = 1.0,
                max_trials: int | None = None, prepare: Callable[[int], None] | None = None,
                keep: Callable[[int, Any], None] | None = None, slow_ms: float | None = None,
-               ring_bytes: int | None = None, warmed: bool = False) -> dict[str, Any]:
+               ring_bytes: int | None = None, warmed: bool = False, record: Any = None) -> dict[str, Any]:
     """Time ``fn``: three estimate calls and the warm-up (all on one input set), then individually timed trials,
     each on fresh inputs with a cache flush before it.
 
@@ -78,7 +80,8 @@ def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: floa
     (before anything else runs), so the parent can judge any of them; ``ring_bytes`` bounds the trials to as many
     outputs as fit. ``slow_ms`` is the time per call above which a kernel counts as far slower than the reference
     (few trials: see ``_trial_count``); ``warmed``: this worker already warmed this forward up under the same flags
-    (a short warm-up only). Returns ``{"times_ms": [...], "warmup": n, "flush_bytes": b, "truncated": bool,
+    (a short warm-up only). ``record``: a ``kernel_record.Recording`` switched on around each forward and its
+    synchronize, off around everything else. Returns ``{"times_ms": [...], "warmup": n, "flush_bytes": b, "truncated": bool,
     "split_ms": {...}}``, on CUDA with ``"peak_bytes": [...]`` (each timed trial's peak allocation); ``split_ms``
     (where the command's time went, by the worker's own clock: before the trials,
     the trials, the keeping of outputs, the calls themselves, the trials' prepare steps) is a diagnostic that decides
@@ -93,6 +96,7 @@ def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: floa
     events: list[tuple[Any, Any]] = []  # CUDA: the timed trials' event pairs, made before the first (as do_bench)
     prepared: list[int] = []  # nanoseconds each call's prepare step took (asking for and loading its inputs)
     peaks: list[int] = []  # CUDA: each timed trial's peak allocation beyond what was allocated before it
+    on, off = (record.on, record.off) if record is not None else (_no_sync, _no_sync)
 
     def next_inputs() -> int | None:
         """The next call's index, its inputs loaded (``prepare``), the time that took noted; None for an estimate
@@ -115,11 +119,13 @@ def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: floa
                 before = _allocated()
                 _reset_peak()
             t0 = _perf_counter_ns()  # the wall clock also waits for the flush: a bound, for warm-up only
+            on()
             start.record()
             out = fn()
             sync()  # device-wide: work on side streams finishes before the end event
             end.record()
             end.synchronize()
+            off()
             walls.append((_perf_counter_ns() - t0) / 1e6)
             if before is not None:
                 peaks.append(max(0, _peak() - before))
@@ -130,9 +136,11 @@ def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: floa
         def one() -> tuple[int | None, float, Any]:
             index = next_inputs()
             flush.fill_(1)
+            on()
             t0 = _perf_counter_ns()
             out = fn()
             ms = (_perf_counter_ns() - t0) / 1e6
+            off()
             walls.append(ms)
             return index, ms, out
 
@@ -148,9 +156,11 @@ def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: floa
         trials = min(trials, max_trials)
     if ring_bytes is not None and out_bytes:
         trials = max(1, min(trials, ring_bytes // out_bytes))
+    on()
     for _ in range(warmup):  # on the estimates' input set
         fn()
     sync()
+    off()
     calls = iter(range(FIRST_TIMED_CALL, 2**62))  # timed trials: one fresh input set each, from this index on
     if device.startswith("cuda"):
         events = [(_Event(enable_timing=True), _Event(enable_timing=True)) for _ in range(trials)]

@@ -1,0 +1,121 @@
+"""Recording what every timed call launched (issue 12, rule 2): no call is the recorded one.
+
+On a GPU kernel names can only be read inside the process that launches them (CUPTI), so the one profiled call of
+the correctness stage is a call a candidate can tell apart. Instead every timing command of both roles holds a
+device-only profiler session (CUDA activity: kernels, copies and sets, no CPU-side events), its collection switched
+on right before each forward and off right after it and its synchronize (``Recording.on``/``off``, which the timer
+calls): what is recorded is what the forward launched, on any stream or thread, and none of the harness's own work
+between calls (the cache flush, the input draws, the kept copies). Estimate, warm-up and timed calls are all
+recorded. On the CPU the same mechanism records CPU operators instead, a stand-in that lets the mechanism be
+tested there (off by default: the parent's samples decide rule 2 on the CPU).
+
+The worker returns raw names with call counts and device time; the trusted parent classifies them
+(``kbv.fallback.classify_gpu``). Evidence from the candidate's process: it can add a flag, never clear one. A
+forward that stops the session, or switches collection off and back on around its own work, is a known limit
+(docs/security.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+try:  # captured when the worker imports this module, before any candidate code exists
+    from torch._C import _autograd as _autograd_c, _profiler as _profiler_c
+
+    _ENTRY: dict[str, Any] | None = {
+        "available": torch.autograd.kineto_available, "enabled": _autograd_c._profiler_enabled,
+        "prepare": _autograd_c._prepare_profiler, "enable": _autograd_c._enable_profiler,
+        "disable": _autograd_c._disable_profiler, "toggle": _autograd_c._toggle_collection_dynamic,
+        "config": _profiler_c.ProfilerConfig, "kineto": _profiler_c.ProfilerState.KINETO,
+        "experimental": _profiler_c._ExperimentalConfig, "cpu": _profiler_c.ProfilerActivity.CPU,
+        "cuda": _profiler_c.ProfilerActivity.CUDA,
+    }
+except (ImportError, AttributeError):  # another torch: recording reports itself unavailable
+    _ENTRY = None
+
+#: Distinct names kept per command (by device time); the rest are counted in ``names_dropped``.
+MAX_NAMES = 200
+
+
+class Recording:
+    """One timing command's session. ``start`` before the command, ``on``/``off`` around each forward (the timer),
+    ``stop`` after it: ``{"status": "ok" | ..., "windows": n, "kernels": {name: [calls, total_us]}}``."""
+
+    def __init__(self, device: str):
+        self.cuda = device.startswith("cuda")
+        self.status: dict[str, Any] = {"status": "not started"}
+        self.windows = 0
+        self.running = False
+        self.lost = 0  # windows after which the session was no longer enabled (the forward stopped it)
+
+    def start(self) -> None:
+        if _ENTRY is None:
+            self.status = {"status": "unavailable", "reason": "this torch lacks the profiler entry points"}
+            return
+        try:
+            if _ENTRY["enabled"]():
+                self.status = {"status": "unavailable", "reason": "another profiler is active"}
+                return
+            if not _ENTRY["available"]():
+                self.status = {"status": "unavailable", "reason": "kineto is not available"}
+                return
+            self.activities = {_ENTRY["cuda"] if self.cuda else _ENTRY["cpu"]}
+            config = _ENTRY["config"](_ENTRY["kineto"], False, False, False, False, False, _ENTRY["experimental"]())
+            _ENTRY["prepare"](config, self.activities)
+            _ENTRY["enable"](config, self.activities)
+            _ENTRY["toggle"](False, self.activities)  # off until the first forward
+        except Exception as exc:  # never fail the timing for want of a recording
+            self.status = {"status": "error", "reason": f"start: {type(exc).__name__}: {exc}"[:300]}
+            return
+        self.running = True
+        self.status = {"status": "ok"}
+
+    def on(self) -> None:
+        if self.running:
+            self._toggle(True)
+            self.windows += 1
+
+    def off(self) -> None:
+        if self.running:
+            if not _ENTRY["enabled"]():  # type: ignore[index]
+                self.lost += 1
+                return
+            self._toggle(False)
+
+    def _toggle(self, enable: bool) -> None:
+        try:
+            _ENTRY["toggle"](enable, self.activities)  # type: ignore[index]
+        except Exception as exc:  # the timing goes on unrecorded; the parent adds nothing from it
+            self.running = False
+            self.status = {"status": "error", "reason": f"toggle: {type(exc).__name__}: {exc}"[:300]}
+            try:
+                _ENTRY["disable"]()  # type: ignore[index]
+            except Exception:
+                pass
+
+    def stop(self) -> dict[str, Any]:
+        if not self.running:
+            return {**self.status, "windows": 0, "kernels": {}}
+        self.running = False
+        try:
+            events = _ENTRY["disable"]().events()  # type: ignore[index]
+        except Exception as exc:
+            return {"status": "stopped", "reason": f"the session was gone at the command's end: "
+                                                   f"{type(exc).__name__}: {exc}"[:300],
+                    "windows": self.windows, "kernels": {}}
+        totals: dict[str, list[float]] = {}
+        wanted = torch.autograd.DeviceType.CUDA if self.cuda else torch.autograd.DeviceType.CPU
+        for event in events:
+            if event.device_type() != wanted or event.is_user_annotation() or (
+                    not self.cuda and "::" not in event.name()):
+                continue  # kernels, copies and sets (on the CPU: operators), not ranges a forward annotated
+            entry = totals.setdefault(str(event.name())[:300], [0, 0.0])
+            entry[0] += 1
+            entry[1] += event.duration_ns() / 1e3
+        ranked = sorted(totals.items(), key=lambda kv: -kv[1][1])
+        status = "stopped" if self.lost else "ok"
+        return {"status": status, "windows": self.windows, "lost_windows": self.lost,
+                "kernels": {name: [int(calls), round(us, 3)] for name, (calls, us) in ranked[:MAX_NAMES]},
+                "names_dropped": max(0, len(ranked) - MAX_NAMES)}
