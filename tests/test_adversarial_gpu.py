@@ -134,3 +134,21 @@ def test_a_profiled_call_told_apart_is_seen_in_the_recording_of_every_timed_forw
     off = evaluate(problem_path(entry["problem"]), ROOT / entry["file"],
                    EvalOptions(**OPTIONS[("cuda", "fast")], record_timed=False))
     assert off.verdict == "correct" and "fallback" not in off.flags, off.flags
+
+
+def test_gpu_work_queued_after_the_reply_is_seen_in_the_references_next_command(
+        gpu_corpus: dict[str, dict[str, Any]], monkeypatch) -> None:
+    """Issue 12, rule 1's queued work: a candidate whose thread replays a CUDA graph of matmuls once its timing
+    command has replied (a few launches of the CPU: under the idle-CPU rule's slack) slows the reference's next
+    command: ``reference_slowed``. With the rule's bound unbounded it is ``correct`` without it."""
+    from kbv.eval import EvalOptions, evaluate
+    from kbv.eval import performance as perf_mod
+
+    found = record_of(gpu_corpus, "cuda_queue_after_reply")["timing_ms"]["reference_after_candidate"]
+    assert found["flagged"], found
+    honest = record_of(gpu_corpus, "cuda_example_triton_gelu")["timing_ms"].get("reference_after_candidate")
+    assert honest is None or not honest["flagged"], honest
+    monkeypatch.setattr(perf_mod, "REFERENCE_AFTER_CANDIDATE_MAX", float("inf"))
+    entry = BY_ID["cuda_queue_after_reply"]
+    off = evaluate(problem_path(entry["problem"]), ROOT / entry["file"], EvalOptions(**OPTIONS[("cuda", "fast")]))
+    assert "reference_slowed" not in off.flags, off.flags
