@@ -682,15 +682,18 @@ class Session:
             recording = kernel_record.Recording(self.device) if msg.get("record") else None
             if recording is not None:
                 recording.start()
-            with diagnose.profiled(os.environ.get(diagnose.PROFILE_ENV) == "1") as profile:
-                timings[baseline] = timer.time_calls(call, self.device, rule, float(msg.get("share", 1.0)),
-                                                     msg.get("max_trials"), prepare, keep,
-                                                     float(slow[baseline]) if isinstance(slow, dict)
-                                                     and baseline in slow else None,
-                                                     int(msg["ring_bytes"]) if keep_outputs else None,
-                                                     warmed=baseline in self.warmed, record=recording)
-            if recording is not None:  # what every forward of this command launched (the parent classifies it)
-                timings[baseline]["recorded"] = recording.stop()
+            try:
+                with diagnose.profiled(os.environ.get(diagnose.PROFILE_ENV) == "1") as profile:
+                    timings[baseline] = timer.time_calls(call, self.device, rule, float(msg.get("share", 1.0)),
+                                                         msg.get("max_trials"), prepare, keep,
+                                                         float(slow[baseline]) if isinstance(slow, dict)
+                                                         and baseline in slow else None,
+                                                         int(msg["ring_bytes"]) if keep_outputs else None,
+                                                         warmed=baseline in self.warmed, record=recording)
+            finally:  # a forward that raised leaves no session running
+                recorded = recording.stop() if recording is not None else None
+            if recorded is not None:  # what every forward of this command launched (the parent classifies it)
+                timings[baseline]["recorded"] = recorded
             self.warmed.add(baseline)
             # each timed call's draw and load of its inputs, this worker's own clock (the reference's is left out
             # of its untimed time where the candidate's inputs were lent: kbv.eval.pacing.untimed_ms)
