@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from conftest import problem_path
-from kbv.eval import EvalOptions, correctness, performance
+from kbv.eval import EvalOptions, correctness, performance, workspace
 from kbv.eval import context as context_module
 from kbv.eval.context import PairContext, ReferenceFailed
 from kbv.eval.lent_timing import lends
@@ -2885,15 +2885,15 @@ def test_a_fallback_in_the_timed_calls_is_seen_in_their_recording(fake, tmp_path
     kernels are classified by name as the profiled call's are, and a flag worse than the profiled call's is added
     (``fallback.timed_calls``). With recording off (``record_timed=False``, KBV_RECORD_TIMED=0) nothing is
     recorded or added."""
-    cache = tmp_path / "triton"
-    cache.mkdir()
-    (cache / "relu.json").write_text('{"name": "_relu_kernel"}')
-
     def run(record: bool | None) -> PairContext:
         fake.scripts = {"reference": recording_script({ATEN_RELU: [24, 48.0]}), "candidate": recording_script(candidate)}
         ctx = timing_context(tmp_path)
         ctx.options.record_timed = record
-        ctx.own_roots = [cache]
+        # its Triton cache (the candidate's build folder: found from its timing worker's spec where the profiled
+        # call, which names the folders otherwise, did not run)
+        cache = workspace.build_dir(ctx.candidate, "cuda", ctx.options.cache_dir) / "triton"
+        cache.mkdir(parents=True, exist_ok=True)
+        (cache / "relu.json").write_text('{"name": "_relu_kernel"}')
         ctx.evidence.see(*profiled)
         performance.PerformanceStage(ctx).run()
         return ctx

@@ -11,8 +11,8 @@ reward() { g "$1" "$2" --stages bench --bench-runs reward --levels 1,2 --bench-i
 case $1 in
   1) timeout 60 python3 docs/results/h200-2026-12-05-d/cupti_probe.py --out $OUT/cupti_probe.json > $OUT/cupti_probe.log 2>&1
      echo "== probe rc=$? at $((SECONDS-S)) s" >> $C
-     reward "${2:-270}" c1r5 5; g "${3:-95}" c1fx --stages bench --bench-runs fixed ;;
-  2) KBV_PYTEST_TIMEOUT="${2:-450}" g "$(( ${2:-450} + 10 ))" c2py --stages pytest ;;
+     KBV_PYTEST_TIMEOUT="${2:-430}" g "$(( ${2:-430} + 10 ))" c1py --stages pytest ;;
+  2) reward "${2:-270}" c2r5 5; g "${3:-95}" c2fx --stages bench --bench-runs fixed ;;
   3) g 150 c3rec --stages recording
      for i in 1 2 3; do g 60 c3sq$i --stages suite --only level1/1_Square_Matmul
                         KBV_GPU_TIMING_CPUS=4 g 60 c3pin$i --stages suite --only level1/1_Square_Matmul

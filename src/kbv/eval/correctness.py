@@ -13,13 +13,13 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable
 
 from kbv import fallback as fallback_check
 from kbv import judge, wire
 from kbv.eval.context import PairContext, ReferenceFailed, failure_dict
 from kbv.eval.evidence import PART_OF, Failure, out_of_memory_is_kbvs
+from kbv.eval import workspace
 from kbv.eval.params import map_parameters
 from kbv.protocol import DISTRIBUTIONS, GUARD_BYTES, PIPELINE_MAX_BYTES, POISON_BYTES, PRECISION_CHECK, TOLERANCES
 from kbv.sandbox import devmem, observe
@@ -464,8 +464,7 @@ class CorrectnessStage:
         if reply.get("guard_violations"):
             self.ev.see("out_of_bounds_write")
             self.ctx.note("input_use", "guard_violations", "D1 (fallback trial)", reply["guard_violations"])
-        env = candidate.spec.env or {}
-        roots = [Path(env[k]) for k in ("TORCH_EXTENSIONS_DIR", "TRITON_CACHE_DIR") if env.get(k)]
+        roots = workspace.own_roots(candidate.spec)
         self.ctx.own_roots = roots
         modules: dict[str, Any] = reply["modules"] if isinstance(reply.get("modules"), dict) else {}
         mapped = observe.foreign_objects(candidate.pid)  # the parent's own view: renamed or deleted ones too

@@ -20,6 +20,7 @@ from functools import partial
 from typing import Any, Callable
 
 from kbv import envinfo, stats
+from kbv.eval import workspace
 from kbv.eval.context import PairContext, ReferenceFailed, failure_dict
 from kbv.eval.correctness import as_float
 from kbv.eval.evidence import PART_OF, Failure, out_of_memory_is_kbvs, reads_out_of_memory
@@ -474,6 +475,8 @@ class PerformanceStage:
         baselines = self.baselines
         workers = {"reference": reference, "candidate": candidate}
         roles = ("reference", "candidate")
+        if not self.ctx.own_roots:  # the profiled call did not run (a failed distribution): its folders from here
+            self.ctx.own_roots = workspace.own_roots(candidate.spec)
         kept: list[tuple[int, str, int, Pacer]] = []  # (round, baseline, index, its command) of every kept call
         ref_call_ms: dict[str, float] = {}  # the reference's median per call in this pair, per baseline
         lender = self.lender

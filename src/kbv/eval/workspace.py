@@ -131,6 +131,12 @@ def publish_build(spec: WorkerSpec) -> None:
         write_atomic(Path(ext).parent / BUILD_COMPLETE, "complete\n")
 
 
+def own_roots(spec: WorkerSpec) -> list[Path]:
+    """A candidate worker's build folders (its extensions and its Triton cache): its own code, for kbv.fallback."""
+    env = spec.env or {}
+    return [Path(env[k]) for k in ("TORCH_EXTENSIONS_DIR", "TRITON_CACHE_DIR") if env.get(k)]
+
+
 def handoff_kinds(options: EvalOptions) -> tuple[str, ...]:
     """The output descriptors workers use: sealed memfds always, CUDA VMM allocations when ``cuda_handoff``."""
     return ("host", "cuda") if options.cuda_handoff else ("host",)
