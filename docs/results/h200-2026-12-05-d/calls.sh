@@ -17,4 +17,7 @@ case $1 in
      for i in 1 2 3; do g 60 c3sq$i --stages suite --only level1/1_Square_Matmul
                         KBV_GPU_TIMING_CPUS=4 g 60 c3pin$i --stages suite --only level1/1_Square_Matmul
                         [ $((SECONDS-S)) -gt "${2:-300}" ] && break; done ;;
+  4) timeout 60 python3 docs/results/h200-2026-12-05-d/cupti_probe.py --out $OUT/cupti_probe.json > $OUT/cupti_probe.log 2>&1
+     echo "== probe rc=$? at $((SECONDS-S)) s" >> $C
+     KBV_PYTEST_TIMEOUT="${2:-300}" g "$(( ${2:-300} + 10 ))" c4py --stages pytest --pytest-k "adversarial_gpu or tf32" ;;
 esac
