@@ -20,4 +20,6 @@ case $1 in
   4) timeout 60 python3 docs/results/h200-2026-12-05-d/cupti_probe.py --out $OUT/cupti_probe.json > $OUT/cupti_probe.log 2>&1
      echo "== probe rc=$? at $((SECONDS-S)) s" >> $C
      KBV_PYTEST_TIMEOUT="${2:-300}" g "$(( ${2:-300} + 10 ))" c4py --stages pytest --pytest-k "adversarial_gpu or tf32" ;;
+  5) timeout 60 python3 docs/results/h200-2026-12-05-d/cupti_probe.py --out $OUT/cupti_probe.json > $OUT/cupti_probe.log 2>&1
+     echo "== probe rc=$? at $((SECONDS-S)) s" >> $C ;;
 esac
