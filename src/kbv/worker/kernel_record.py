@@ -21,19 +21,7 @@ from typing import Any
 
 import torch
 
-try:  # captured when the worker imports this module, before any candidate code exists
-    from torch._C import _autograd as _autograd_c, _profiler as _profiler_c
-
-    _ENTRY: dict[str, Any] | None = {
-        "available": torch.autograd.kineto_available, "enabled": _autograd_c._profiler_enabled,
-        "prepare": _autograd_c._prepare_profiler, "enable": _autograd_c._enable_profiler,
-        "disable": _autograd_c._disable_profiler, "toggle": _autograd_c._toggle_collection_dynamic,
-        "config": _profiler_c.ProfilerConfig, "kineto": _profiler_c.ProfilerState.KINETO,
-        "experimental": _profiler_c._ExperimentalConfig, "cpu": _profiler_c.ProfilerActivity.CPU,
-        "cuda": _profiler_c.ProfilerActivity.CUDA,
-    }
-except (ImportError, AttributeError):  # another torch: recording reports itself unavailable
-    _ENTRY = None
+from kbv.worker.recorder import PROFILER as _ENTRY  # captured before any candidate code exists
 
 #: Distinct names kept per command (by device time); the rest are counted in ``names_dropped``.
 MAX_NAMES = 200

@@ -20,20 +20,22 @@ from kbv.fallback.ops import FORWARD_RANGE, LIBRARY_NAMESPACES, SYSTEM_LIBRARY_D
 # captured when the worker imports this module (in the fork server, before any candidate code exists)
 _setprofile = sys.setprofile
 _getprofile = sys.getprofile
-try:  # the CPU profiler's entry points (see ``hidden_ops``), captured for the same reason
+try:  # the profiler's entry points (the CPU cross-check, ``hidden_ops``, and every timed forward's recording,
+    # ``kbv.worker.kernel_record``), captured for the same reason
     from torch._C import _autograd as _torch_autograd_c, _profiler as _torch_profiler_c
 
-    _PROFILER: dict[str, Any] | None = {
+    PROFILER: dict[str, Any] | None = {
         "available": torch.autograd.kineto_available, "enabled": _torch_autograd_c._profiler_enabled,
         "prepare": _torch_autograd_c._prepare_profiler, "enable": _torch_autograd_c._enable_profiler,
-        "disable": _torch_autograd_c._disable_profiler, "config": _torch_profiler_c.ProfilerConfig,
+        "disable": _torch_autograd_c._disable_profiler, "toggle": _torch_autograd_c._toggle_collection_dynamic,
+        "config": _torch_profiler_c.ProfilerConfig, "cuda": _torch_profiler_c.ProfilerActivity.CUDA,
         "kineto": _torch_profiler_c.ProfilerState.KINETO, "cpu": _torch_profiler_c.ProfilerActivity.CPU,
         "experimental": _torch_profiler_c._ExperimentalConfig, "torch_op": _torch_profiler_c._EventType.TorchOp,
         "user_scope": _torch_profiler_c.RecordScope.USER_SCOPE,
         "range": getattr(_torch_profiler_c, "_RecordFunctionFast", None),
     }
 except (ImportError, AttributeError):  # another torch: the profiler cross-check reports itself unavailable
-    _PROFILER = None
+    PROFILER = None
 
 # ---------------------------------------------------------------------------------------------------------------
 # Dispatch route.
@@ -227,18 +229,18 @@ def _library_op(name: str) -> bool:
 
 def _start_profiler() -> tuple[bool, dict[str, Any]]:
     """Start a CPU profiler over every thread; (started, status)."""
-    if _PROFILER is None:
+    if PROFILER is None:
         return False, {"status": "unavailable", "reason": "this torch lacks the profiler entry points"}
     try:
-        if _PROFILER["enabled"]():  # on CUDA the caller's profiler (the GPU route) is already running
+        if PROFILER["enabled"]():  # on CUDA the caller's profiler (the GPU route) is already running
             return False, {"status": "skipped", "reason": "another profiler is active"}
-        if not _PROFILER["available"]():
+        if not PROFILER["available"]():
             return False, {"status": "unavailable", "reason": "kineto is not available"}
-        config = _PROFILER["config"](_PROFILER["kineto"], False, False, False, False, False,
-                                     _PROFILER["experimental"](profile_all_threads=True))
-        activities = {_PROFILER["cpu"]}
-        _PROFILER["prepare"](config, activities)
-        _PROFILER["enable"](config, activities)
+        config = PROFILER["config"](PROFILER["kineto"], False, False, False, False, False,
+                                     PROFILER["experimental"](profile_all_threads=True))
+        activities = {PROFILER["cpu"]}
+        PROFILER["prepare"](config, activities)
+        PROFILER["enable"](config, activities)
     except Exception as exc:  # never fail the trial for want of telemetry
         return False, {"status": "error", "reason": f"start: {type(exc).__name__}: {exc}"[:300]}
     return True, {"status": "ok"}
@@ -252,7 +254,7 @@ def _stop_profiler(started: bool, status: dict[str, Any], handled: Counter[str],
     if not started:
         return {}, status
     try:
-        result = _PROFILER["disable"]()
+        result = PROFILER["disable"]()
         tree = result.experimental_event_tree()
     except Exception as exc:
         return {}, {"status": "error", "reason": f"stop: {type(exc).__name__}: {exc}"[:300]}
@@ -261,7 +263,7 @@ def _stop_profiler(started: bool, status: dict[str, Any], handled: Counter[str],
     while stack:
         event = stack.pop()
         stack.extend(event.children)
-        if event.tag == _PROFILER["torch_op"]:
+        if event.tag == PROFILER["torch_op"]:
             ops.append(event)
     if ranged and not any(e.name == CALL_RANGE for e in ops):
         return {}, {"status": "stopped", "reason": "the profiler lost the call's own range: the call stopped or "
@@ -285,7 +287,7 @@ def hidden_ops(events: Iterable[Any], handled: Counter[str] | dict[str, int]) ->
     is counted once (``aten::relu`` hiding ``aten::clamp_min`` is one op, as the recorder counts it)."""
     events = list(events)
     budget = Counter(handled)
-    user_scope = _PROFILER["user_scope"] if _PROFILER else None
+    user_scope = PROFILER["user_scope"] if PROFILER else None
 
     def annotation(event: Any) -> bool:
         return getattr(event.typed[1], "scope", None) == user_scope if event.typed else False
@@ -392,7 +394,7 @@ def profile_call(fn: Callable[[], Any], *, own_modules: dict[str, str] | Iterabl
             recorder.own_seen += 1
 
     started, profiler = _start_profiler()
-    call_range = _PROFILER["range"] if started and _PROFILER and _PROFILER["range"] else None
+    call_range = PROFILER["range"] if started and PROFILER and PROFILER["range"] else None
     try:
         previous = _getprofile()
         _setprofile(hook)
