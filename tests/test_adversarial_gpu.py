@@ -136,6 +136,21 @@ def test_a_profiled_call_told_apart_is_seen_in_the_recording_of_every_timed_forw
     assert off.verdict == "correct" and "fallback" not in off.flags, off.flags
 
 
+def test_a_recording_switched_off_by_the_candidate_is_a_fallback(gpu_corpus: dict[str, dict[str, Any]]) -> None:
+    """Issue 12, rule 2 on a GPU: a candidate that switches the running session's collection off around its
+    library call leaves every timed forward's recording empty, while the reference's holds its kernels:
+    ``fallback`` (``empty_for_candidate``). With timed calls not recorded it is ``correct`` with no flag."""
+    from kbv.eval import EvalOptions, evaluate
+
+    timed = record_of(gpu_corpus, "cuda_recording_switched_off")["fallback"]["timed_calls"]
+    assert timed["status"] == "empty_for_candidate" and timed["flags_added"] == ["fallback"], timed
+    assert timed["coverage"]["candidate"] == 0.0 and timed["coverage"]["reference"] > 0, timed
+    entry = BY_ID["cuda_recording_switched_off"]
+    off = evaluate(problem_path(entry["problem"]), ROOT / entry["file"],
+                   EvalOptions(**OPTIONS[("cuda", "fast")], record_timed=False))
+    assert off.verdict == "correct" and "fallback" not in off.flags, off.flags
+
+
 def test_gpu_work_queued_after_the_reply_is_seen_in_the_references_next_command(
         gpu_corpus: dict[str, dict[str, Any]], monkeypatch) -> None:
     """Issue 12, rule 1's queued work: a candidate whose thread replays a CUDA graph of matmuls once its timing

@@ -57,6 +57,7 @@ def test_a_recording_sees_every_forward_and_none_of_the_harnesss_own_work() -> N
     assert recorded["kernels"]["aten::relu"][0] == calls, recorded
     assert not {"aten::tanh", "aten::fill_", "aten::clone"} & set(recorded["kernels"]), recorded
     assert recorded["windows"] == 3 + 1 + len(result["times_ms"])  # the warm-up's calls share one window
+    assert 0 < recorded["window_us"] / 1e3 <= result["split_ms"]["before_trials"] + result["split_ms"]["trials"]
 
 
 def test_a_forward_that_stops_the_recording_is_reported() -> None:
@@ -77,3 +78,28 @@ def test_a_forward_that_stops_the_recording_is_reported() -> None:
     recording.start()
     timer.time_calls(forward, "cpu", TIMING_RULES["cpu"], max_trials=3, record=recording)
     assert recording.stop()["status"] == "stopped"
+
+
+def test_a_forward_that_switches_collection_off_records_nothing() -> None:
+    """A forward can switch the session's collection off around its work (``_toggle_collection_dynamic``): the
+    session still reads ``ok`` but holds none of it. On a GPU, where every computing forward launches something,
+    an empty recording is the parent's ``fallback`` (``empty_for_candidate``, kbv.eval.timed_record)."""
+    from torch._C import _autograd
+    from torch.autograd import ProfilerActivity
+
+    from kbv.worker.kernel_record import Recording
+
+    x = torch.randn(64)
+
+    def forward() -> torch.Tensor:
+        _autograd._toggle_collection_dynamic(False, {ProfilerActivity.CPU})
+        out = torch.relu(x)
+        _autograd._toggle_collection_dynamic(True, {ProfilerActivity.CPU})
+        return out
+
+    recording = Recording("cpu")
+    recording.start()
+    timer.time_calls(forward, "cpu", TIMING_RULES["cpu"], max_trials=3, record=recording)
+    recorded = recording.stop()
+    assert recorded["status"] == "ok" and recorded["windows"] >= 5, recorded
+    assert "aten::relu" not in recorded["kernels"], recorded

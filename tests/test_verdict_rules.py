@@ -2865,7 +2865,7 @@ def recording_script(kernels: dict[str, list[float]] | None, status: str = "ok")
         reply = inner(msg)
         if msg["cmd"] == "time" and msg.get("record") and kernels is not None:
             for timing in reply["timing"].values():
-                timing["recorded"] = {"status": status, "windows": 24, "kernels": kernels}
+                timing["recorded"] = {"status": status, "windows": 24, "window_us": 24 * 60.0, "kernels": kernels}
         return reply
     return script
 
@@ -2909,21 +2909,30 @@ def test_a_fallback_in_the_timed_calls_is_seen_in_their_recording(fake, tmp_path
     assert off.draft.fallback is None or "timed_calls" not in off.draft.fallback
 
 
-@pytest.mark.parametrize("reference, candidate_status, flagged, status", [
-    ({ATEN_RELU: [24, 48.0]}, "stopped", True, "stopped_by_candidate"),  # its forward stopped the recording
-    ({ATEN_RELU: [24, 48.0]}, "error", False, "unusable"),
-    ({}, "ok", False, "unusable"),  # the reference's own forwards recorded nothing: it does not work here
+@pytest.mark.parametrize("reference, candidate_status, device, flagged, status", [
+    ({ATEN_RELU: [24, 48.0]}, "stopped", "cuda", True, "stopped_by_candidate"),  # its forward stopped the recording
+    ({ATEN_RELU: [24, 48.0]}, "ok", "cuda", True, "empty_for_candidate"),  # ...or switched its collection off
+    ({ATEN_RELU: [24, 48.0]}, "ok", "cpu", False, "ok"),  # the CPU stand-in: a C++ loop is no operator
+    ({ATEN_RELU: [24, 48.0]}, "error", "cuda", False, "unusable"),
+    ({}, "ok", "cuda", False, "unusable"),  # the reference's own forwards recorded nothing: it does not work here
 ])
-def test_a_recording_stopped_by_the_candidate_is_a_fallback(fake, tmp_path, reference, candidate_status, flagged,
-                                                            status) -> None:
-    """What a forward hid by stopping the recording cannot be known: ``fallback``, where the reference's own
-    recording worked. A recording that failed, or that the reference's forwards left empty, adds nothing."""
+def test_a_recording_stopped_or_emptied_by_the_candidate_is_a_fallback(fake, tmp_path, reference, candidate_status,
+                                                                       device, flagged, status) -> None:
+    """What a forward hid by stopping the recording, or by switching its collection off (every forward that
+    computes on a GPU launches a kernel or a copy, so a GPU candidate's empty recording is one switched off), cannot
+    be known: ``fallback``, where the reference's own recording worked. A recording that failed, or that the
+    reference's forwards left empty, adds nothing, and neither does an empty one on the CPU."""
     fake.scripts = {"reference": recording_script(reference),
                     "candidate": recording_script({}, status=candidate_status)}
-    ctx = timing_context(tmp_path)
+    ctx = timing_context(tmp_path, device)
+    ctx.options.record_timed = True
     performance.PerformanceStage(ctx).run()
-    assert ctx.draft.fallback["timed_calls"]["status"] == status
+    timed = ctx.draft.fallback["timed_calls"]
+    assert timed["status"] == status, timed
     assert ("fallback" in ctx.evidence.observed) is flagged
+    assert timed["window_ms"] == {"reference": TIMING_ROUNDS * 24 * 0.06, "candidate": TIMING_ROUNDS * 24 * 0.06}
+    if reference:  # recorded device time over the wall time with collection on (recorded, decides nothing)
+        assert timed["coverage"] == {"reference": round(48.0 / (24 * 60.0), 4), "candidate": 0.0}, timed
 
 
 def test_recording_is_on_by_default_on_a_gpu_only() -> None:

@@ -6,8 +6,11 @@ profiler and a dispatch mode). Every forward of every timing command is recorded
 kernel that runs its own code when profiled and a library's when timed is seen where it is timed: the candidate's
 recorded kernels are classified as the profiled call's are (``kbv.fallback.classify_gpu``, by name, with no
 launcher: the recording has no CPU-side events) and a flag worse than the profiled call's is added. The figures come
-from the candidate's process, so they add flags and never clear one. A candidate whose forward stopped the recording
-while the reference's recorded is ``fallback`` (what it hid cannot be known).
+from the candidate's process, so they add flags and never clear one. A candidate whose forward stopped the recording,
+or whose forwards on a GPU recorded no device work at all, while the reference's recorded is ``fallback`` (what it
+hid cannot be known: every forward that computes on a GPU launches a kernel or a copy, and the process's every
+launch is recorded unless its collection was switched off). Each role's ``coverage`` (recorded device time over the
+wall time with collection on) is recorded and decides nothing.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ class TimedRecords:
     def __init__(self) -> None:
         self.kernels: dict[str, dict[str, list[float]]] = {role: {} for role in ROLES}
         self.windows = {role: 0 for role in ROLES}
+        self.window_us = {role: 0.0 for role in ROLES}
         self.commands = {role: 0 for role in ROLES}
         self.problems: dict[str, list[str]] = {role: [] for role in ROLES}  # statuses other than ok, with reasons
 
@@ -45,6 +49,7 @@ class TimedRecords:
             return
         self.commands[role] += 1
         self.windows[role] += int(recorded.get("windows") or 0)
+        self.window_us[role] += float(recorded.get("window_us") or 0.0)
         if recorded.get("status") != "ok":
             self.problems[role].append(f"{recorded.get('status')}: {recorded.get('reason', '')}"[:300])
         kernels = recorded.get("kernels")
@@ -57,12 +62,14 @@ class TimedRecords:
     def judge(self, own_roots: Iterable[Path], device: str, profiled_flags: Iterable[str]) -> tuple[dict[str, Any],
                                                                                                     list[str]]:
         """The record's ``fallback.timed_calls`` and the flags to add: a fallback flag worse than the profiled call's
-        (``profiled_flags``), or ``fallback`` where the candidate's recording was stopped and the reference's was
-        not. Nothing is added where the reference's own forwards recorded nothing (the recording does not work
-        here)."""
+        (``profiled_flags``), or ``fallback`` where the candidate's recording was stopped, or on a GPU held no device
+        work at all, and the reference's was not. Nothing is added where the reference's own forwards recorded
+        nothing (the recording does not work here)."""
         cuda = device.startswith("cuda")
         record: dict[str, Any] = {
             "commands": dict(self.commands), "windows": dict(self.windows),
+            "window_ms": {role: round(us / 1e3, 3) for role, us in self.window_us.items()},
+            "coverage": {role: self.coverage(role) for role in ROLES},
             "problems": {role: p[:8] for role, p in self.problems.items() if p},
             "reference_kernels": _top(self.kernels["reference"])}
         if not self.kernels["reference"] or self.problems["reference"]:
@@ -72,6 +79,12 @@ class TimedRecords:
             return record | {"status": "stopped_by_candidate", "flags": ["fallback"]}, ["fallback"]
         if self.problems["candidate"]:
             return record | {"status": "unusable", "reason": "the candidate's recording failed"}, []
+        if cuda and not self.kernels["candidate"] and self.windows["candidate"]:
+            # every forward that computes on a GPU launches something, and the session records the whole process's
+            # launches: none in any window means its collection was switched off (the CPU stand-in records
+            # operators only, which a C++ extension's own loop is not: there an empty recording is no evidence)
+            added = [] if any(_RANK.get(f, 0) >= _RANK["fallback"] for f in profiled_flags) else ["fallback"]
+            return record | {"status": "empty_for_candidate", "flags": ["fallback"], "flags_added": added}, added
         own = fallback_check.own_kernel_names(list(own_roots)) if cuda else {"defined": [], "triton": []}
         entries = [{"name": name, "us": us, "calls": calls, "launcher": None if cuda else name}
                    for name, (calls, us) in self.kernels["candidate"].items()]  # the CPU stand-in: ops launch themselves
@@ -82,6 +95,14 @@ class TimedRecords:
                          "own_us": verdict["own_us"], "library_us": verdict["library_us"],
                          "data_movement_us": verdict["data_movement_us"], "flags": verdict["flags"],
                          "flags_added": added, "kernels": verdict["kernels"][:20]}, added
+
+
+    def coverage(self, role: str) -> float | None:
+        """Recorded device time over the wall time with collection on, for ``role`` (a diagnostic: with several
+        streams it can exceed 1, and a launch-bound forward's is low)."""
+        if self.window_us[role] <= 0:
+            return None
+        return round(sum(us for _, us in self.kernels[role].values()) / self.window_us[role], 4)
 
 
 def _top(kernels: dict[str, list[float]], n: int = 10) -> list[dict[str, Any]]:

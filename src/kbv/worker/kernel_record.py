@@ -11,17 +11,21 @@ tested there (off by default: the parent's samples decide rule 2 on the CPU).
 
 The worker returns raw names with call counts and device time; the trusted parent classifies them
 (``kbv.fallback.classify_gpu``). Evidence from the candidate's process: it can add a flag, never clear one. A
-forward that stops the session, or switches collection off and back on around its own work, is a known limit
-(docs/security.md).
+forward that stops the session, or leaves it empty on a GPU, is ``fallback``; one that switches collection off and
+back on around part of its work is a known limit (docs/security.md). Each command also reports the wall time its
+windows held collection on (``window_us``), against which the parent sets the recorded device time (``coverage``).
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import torch
 
 from kbv.worker.recorder import PROFILER as _ENTRY  # captured before any candidate code exists
+
+_now = time.perf_counter_ns
 
 #: Distinct names kept per command (by device time); the rest are counted in ``names_dropped``.
 MAX_NAMES = 200
@@ -29,7 +33,8 @@ MAX_NAMES = 200
 
 class Recording:
     """One timing command's session. ``start`` before the command, ``on``/``off`` around each forward (the timer),
-    ``stop`` after it: ``{"status": "ok" | ..., "windows": n, "kernels": {name: [calls, total_us]}}``."""
+    ``stop`` after it: ``{"status": "ok" | ..., "windows": n, "window_us": wall time with collection on,
+    "kernels": {name: [calls, total_us]}}``."""
 
     def __init__(self, device: str):
         self.cuda = device.startswith("cuda")
@@ -37,6 +42,8 @@ class Recording:
         self.windows = 0
         self.running = False
         self.lost = 0  # windows after which the session was no longer enabled (the forward stopped it)
+        self.window_ns = 0  # wall time with collection on (each window: a forward, or the warm-up, and its sync)
+        self._opened = 0
 
     def start(self) -> None:
         if _ENTRY is None:
@@ -64,9 +71,11 @@ class Recording:
         if self.running:
             self._toggle(True)
             self.windows += 1
+            self._opened = _now()
 
     def off(self) -> None:
         if self.running:
+            self.window_ns += _now() - self._opened
             if not _ENTRY["enabled"]():  # type: ignore[index]
                 self.lost += 1
                 return
@@ -105,5 +114,6 @@ class Recording:
         ranked = sorted(totals.items(), key=lambda kv: -kv[1][1])
         status = "stopped" if self.lost else "ok"
         return {"status": status, "windows": self.windows, "lost_windows": self.lost,
+                "window_us": round(self.window_ns / 1e3, 3),
                 "kernels": {name: [int(calls), round(us, 3)] for name, (calls, us) in ranked[:MAX_NAMES]},
                 "names_dropped": max(0, len(ranked) - MAX_NAMES)}
