@@ -140,7 +140,9 @@ def main() -> int:
              ("set-up and memory beside (this tree)", split, args.share, args.share),
              (f"... and one more pair in flight ({args.share + 1}, correctness at most {args.share})", split,
               args.share + 1, args.share),
-             (f"... --gpu-share {args.share + 1}", split, args.share + 1, args.share + 1)]
+             (f"... --gpu-share {args.share + 1}", split, args.share + 1, args.share + 1),
+             ("set-up and memory beside, longest pairs first (kbv.eval.memory_needs.longest_first)",
+              sorted(split, key=lambda p: -(p.correctness + p.beside + p.alone)), args.share, args.share)]
     rows = []
     for name, pairs, flight, most in rules:
         seconds = simulate(pairs, flight, most, alpha, step=0.01)

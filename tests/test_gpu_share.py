@@ -587,3 +587,50 @@ def test_the_gate_expects_what_a_problems_correctness_stage_was_seen_to_hold(mon
     _, third = _run_with_correctness(monkeypatch, [None], DeviceGate(), cache_dir=tmp_path, held=None)
     assert third.env["correctness_memory_expected"] == int(GATE_MEASURED_MARGIN * 4000)  # the most seen stays
     assert memory_needs.expected(123, None) == 123 and memory_needs.expected(123, 10) == int(GATE_MEASURED_MARGIN * 10)
+
+
+def test_pairs_sharing_a_gpu_start_longest_first_as_their_problems_last_took(tmp_path, monkeypatch):
+    """Issue 13: a batch's last pairs run beside fewer others, so a long one among them leaves the GPU underused.
+    Each pair's device seconds (its stages less their waits) are kept per problem beside its memory need, and a
+    batch sharing a GPU starts the pairs never timed first, then the longest as their problems last took. With one
+    pair in flight the given order stands."""
+    from kbv.eval import memory_needs
+    from kbv.eval.context import PairContext
+    from kbv.eval.pair import remember_seconds, remembered_seconds
+
+    names = ["level1/5_ReLU", "level1/6_GELU", "level1/1_Square_Matmul", "level1/7_Softmax"]
+    problems = [load_problem(problem_path(n)) for n in names]
+    options = EvalOptions(device="cuda", sandbox="off", cache_dir=tmp_path, start_ahead=False)
+    for problem, seconds in zip(problems[:3], (2.0, None, 9.0)):
+        if seconds is not None:  # as a finished pair keeps it: its stages less their waits for the GPU
+            ctx = PairContext(problem, Candidate.from_path(CANDIDATE), options, "cuda", gpu=0)
+            remember_seconds(ctx, {"correctness": seconds + 4.0, "correctness/waiting_for_gpu": 4.0,
+                                   "performance": 1.0, "performance/waiting_for_gpu": 1.0})
+    pairs = [Pair(p, Candidate.from_path(CANDIDATE, sample=i)) for i, p in enumerate(problems)]
+    assert [remembered_seconds(p, options, "cuda") for p in pairs] == [2.0, None, 9.0, None]
+    seen: list[list[str]] = []
+
+    def order(todo, *args):
+        seen.append([p.problem.key for p in todo])
+        return None
+
+    monkeypatch.setattr(runner.envinfo, "resolve_device", lambda d: "cuda")
+    monkeypatch.setattr(runner, "device_slots", lambda d: [0])
+    monkeypatch.setattr(runner, "build_candidates", lambda *a, **k: {})
+    monkeypatch.setattr(runner, "count_problems", lambda *a, **k: None)
+    monkeypatch.setattr(runner, "lookahead_of", order)
+    monkeypatch.setattr(runner, "evaluate_shapes", lambda problem, candidate, *a, **k: _placeholder(problem, candidate))
+    for share, expected in ((2, [names[1], names[3], names[2], names[0]]), (1, names)):
+        runner.run_pairs(pairs, EvalOptions(device="cuda", sandbox="off", cache_dir=tmp_path, gpu_share=share,
+                                            start_ahead=False), tmp_path / f"r{share}.jsonl")
+        assert seen.pop() == expected
+    key = "k"
+    memory_needs.remember_seconds(tmp_path, key, 3.0)
+    memory_needs.remember(tmp_path, key, 5000)  # both figures share the problem's file: neither loses the other
+    assert (memory_needs.remembered(tmp_path, key), memory_needs.remembered_seconds(tmp_path, key)) == (5000, 3.0)
+
+
+def _placeholder(problem, candidate):
+    rec = runner.not_run(Pair(problem, candidate), str(candidate.path), "placeholder")
+    rec.error, rec.flags = None, []
+    return rec

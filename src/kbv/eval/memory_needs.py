@@ -8,37 +8,73 @@ shape under ``<cache_dir>/gate``, and a later pair of that problem is expected t
 times ``GATE_MEASURED_MARGIN``: in a sweep or a training loop, where problems come back, the gate learns what each
 needs. A candidate that holds more only makes later pairs of its problem run beside fewer others; no verdict reads
 this.
+
+The same file keeps how long the last pair of the problem took on the device (its stages less their waits for the
+GPU: ``pair_seconds``), so that a batch sharing a GPU starts its longest pairs first (``longest_first``): the last
+pairs of a batch run beside fewer others, and a long one among them leaves the GPU underused.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any, Callable, TypeVar
 
 from kbv.files import write_atomic
 from kbv.protocol import GATE_MEASURED_MARGIN
+
+T = TypeVar("T")
 
 
 def _path(cache_dir: str | Path, key: str) -> Path:
     return Path(cache_dir) / "gate" / f"{key}.json"
 
 
+def _kept(cache_dir: str | Path, key: str) -> dict[str, Any]:
+    try:
+        kept = json.loads(_path(cache_dir, key).read_text())
+    except (OSError, ValueError):
+        return {}
+    return kept if isinstance(kept, dict) else {}
+
+
+def _keep(cache_dir: str | Path, key: str, kept: dict[str, Any]) -> None:
+    """Replace the file whole (concurrent writers: one wins)."""
+    path = _path(cache_dir, key)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, json.dumps(kept))
+
+
 def remembered(cache_dir: str | Path, key: str) -> int | None:
     """The most a correctness stage of this problem has held, or None (never measured, or unreadable)."""
-    try:
-        held = json.loads(_path(cache_dir, key).read_text()).get("together_max")
-    except (OSError, ValueError, AttributeError):
-        return None
+    held = _kept(cache_dir, key).get("together_max")
     return held if isinstance(held, int) and held > 0 else None
 
 
 def remember(cache_dir: str | Path, key: str, held: int) -> None:
-    """Keep ``held`` if it is more than what is kept (concurrent writers: the file is replaced whole, one wins)."""
+    """Keep ``held`` if it is more than what is kept."""
+    kept = _kept(cache_dir, key)
     before = remembered(cache_dir, key)
     if held > 0 and (before is None or held > before):
-        path = _path(cache_dir, key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, json.dumps({"together_max": int(held)}))
+        _keep(cache_dir, key, kept | {"together_max": int(held)})
+
+
+def remembered_seconds(cache_dir: str | Path, key: str) -> float | None:
+    """How long the last pair of this problem took on the device, or None."""
+    seconds = _kept(cache_dir, key).get("pair_seconds")
+    return float(seconds) if isinstance(seconds, (int, float)) and seconds > 0 else None
+
+
+def remember_seconds(cache_dir: str | Path, key: str, seconds: float) -> None:
+    if seconds > 0:
+        _keep(cache_dir, key, _kept(cache_dir, key) | {"pair_seconds": round(float(seconds), 3)})
+
+
+def longest_first(items: list[T], seconds: Callable[[T], float | None]) -> list[T]:
+    """``items`` with those never timed first (in their order: their cost is unknown and their references are
+    timed in full), then the rest by ``seconds``, longest first."""
+    known = {id(item): seconds(item) for item in items}
+    return sorted(items, key=lambda item: -(known[id(item)] or float("inf")))
 
 
 def expected(static: int, measured: int | None) -> int:

@@ -35,7 +35,7 @@ from kbv.eval.workspace import (build_guard, built_already, candidate_spec, clea
                                 discard_torn_builds, publish_build)
 from kbv.files import cache_dir as default_cache_dir
 from kbv.problems import Problem
-from kbv.problems.candidates import Candidate
+from kbv.problems.candidates import Candidate, Pair
 from kbv.protocol import BASELINES, SHARED_CORRECTNESS_BASE_BYTES, SHARED_CORRECTNESS_MEMORY_FACTOR
 from kbv.records import Record
 from kbv.sandbox import launch
@@ -130,6 +130,35 @@ def remember_memory(ctx: PairContext) -> None:
             memory_needs.remember(ctx.options.cache_dir, memory_key(ctx), held)
         except OSError:  # a read-only cache: the gate keeps its static reckoning
             pass
+
+
+def remember_seconds(ctx: PairContext, wall: dict[str, float]) -> None:
+    """Keep how long this pair's stages took on the device, less their waits for it, for a later batch's order
+    (``memory_needs.longest_first``). GPU only: the order matters where pairs share a GPU."""
+    if ctx.device != "cuda":
+        return
+    own = sum(wall.get(stage, 0.0) - wall.get(f"{stage}/waiting_for_gpu", 0.0)
+              for stage in ("correctness", "performance"))
+    try:
+        memory_needs.remember_seconds(ctx.options.cache_dir, memory_key(ctx), own)
+    except OSError:  # a read-only cache: batches keep their given order
+        pass
+
+
+def remembered_seconds(pair: Pair, options: EvalOptions, device: str) -> float | None:
+    """What ``remember_seconds`` kept for a single-shape pair's problem under ``options``, or None."""
+    from kbv import roofline
+
+    plan = pair.problem.shape_overrides()
+    if len(plan) != 1 or plan[0][1] is not None:
+        return None
+    profile = options.resolved_profile(device, pair.problem)
+    profile = None if profile in (None, "default") else profile
+    try:
+        key = roofline.counts_key(pair.problem.path, profile, options.precision)
+    except OSError:
+        return None
+    return memory_needs.remembered_seconds(options.cache_dir, key)
 
 
 class PairEvaluation:
@@ -282,6 +311,7 @@ class PairEvaluation:
                 if stage in draft.wall_seconds:
                     parts = sum(v for k, v in ctx.spent.items() if k.startswith(f"{stage}/"))
                     draft.wall_seconds[f"{stage}/other"] = round(max(0.0, draft.wall_seconds[stage] - parts), 3)
+            remember_seconds(ctx, draft.wall_seconds)
             if not options.keep_scratch:
                 shutil.rmtree(ctx.scratch, ignore_errors=True)
         decision = rules_.decide(ev, rules)

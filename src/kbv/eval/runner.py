@@ -32,7 +32,8 @@ from kbv.eval.evidence import Evidence, Failure
 from kbv.eval.context import PairContext
 from kbv.eval.gate import DeviceGate
 from kbv.eval.lookahead import Lookahead
-from kbv.eval.pair import CompileResult, EvalOptions, compile_candidate, evaluate_shapes
+from kbv.eval import memory_needs
+from kbv.eval.pair import CompileResult, EvalOptions, compile_candidate, evaluate_shapes, remembered_seconds
 from kbv.eval.verdict import Rules, decide
 from kbv.records import Record, RecordWriter, recorded_keys
 from kbv.protocol import GATE_MEMORY_FRACTION, LOOKAHEAD_DEVICES
@@ -299,6 +300,8 @@ def _run(pairs: Sequence[Pair], todo: list[Pair], options: EvalOptions, device: 
     healthy = set(slots)
 
     in_flight: dict[tuple[str, str, int], Pair] = {}
+    if share > 1:  # pairs sharing a GPU: the longest (as their problems last took) first, so none is left alone last
+        todo = memory_needs.longest_first(todo, lambda p: remembered_seconds(p, options, device))
     ahead = lookahead_of(todo, compiled, options, device, slots)
 
     def evaluate(pair: Pair) -> None:
