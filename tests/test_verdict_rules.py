@@ -847,6 +847,25 @@ def test_the_cpu_timing_stage_memory_is_read_by_the_parent_over_every_command(fa
     assert "reference" not in drops  # on the CPU the reference keeps its timed outputs as the candidate does
 
 
+@pytest.mark.parametrize("rise, expected", [(0, 4096), (1024, 4096), (2**20, 2**20)])
+def test_a_cpu_calls_peak_memory_is_never_below_its_outputs(fake, monkeypatch, tmp_path, rise, expected) -> None:
+    """On the CPU the parent reads the resident set's rise over the memory command's call; an output under the
+    measuring allocator's mmap threshold comes from heap the process already holds, where the resident set need
+    not rise: the figure is at least the forward's outputs (the reference's, the same for both roles)."""
+    from kbv.eval import performance as perf_mod
+
+    monkeypatch.setattr(perf_mod.observe, "peak_start", lambda pid: (pid, 0) if pid else None)
+    monkeypatch.setattr(perf_mod.observe, "peak_since", lambda start: rise if start else None)
+    _fake_pids(monkeypatch, {"reference": 101, "candidate": 202})
+    fake.scripts = {"reference": timing_script(1.0, 0.0), "candidate": timing_script(1.0, 0.0)}
+    ctx = context(tmp_path, timing_pairs=1, protocol="verified")
+    ctx.output_bytes = 4096
+    performance.PerformanceStage(ctx).run()
+    memory = ctx.draft.memory_bytes
+    assert (memory["candidate_peak"], memory["reference_peak"]) == (expected, expected), memory
+    assert "at least one forward's outputs" in memory["method"]
+
+
 @pytest.mark.parametrize("spin_share, reference_share, flagged", [
     (0.0, 0.0, False),  # honest: neither worker runs while it has no command
     (0.03, 0.0, False),  # within the slack (a twentieth of the time it was idle)

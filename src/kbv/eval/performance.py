@@ -264,9 +264,9 @@ class PerformanceStage:
             if seen is not None:
                 peaks.append(seen)
         result["worker_peak_bytes"] = result.get("peak_bytes")
-        result["peak_bytes"] = min(peaks) if peaks else None
+        result["peak_bytes"] = at_least_the_outputs(min(peaks), self.ctx.output_bytes) if peaks else None
         result["method"] = ("VmHWM rise over one call, read by the parent from /proc (least of "
-                            f"{CPU_MEMORY_REPEATS})" if peaks else "unavailable")
+                            f"{CPU_MEMORY_REPEATS}), at least one forward's outputs" if peaks else "unavailable")
         return result
 
     # -- the stage ------------------------------------------------------------------------------------------------
@@ -1156,6 +1156,13 @@ class PerformanceStage:
             return {}
         entries = {b: self._cache().get(self._cache_key(b)) for b in baselines}
         return entries if all(entries.values()) else {}
+
+
+def at_least_the_outputs(rise: int, output_bytes: int) -> int:
+    """A CPU call's peak memory: the parent's reading of the resident set's rise, but never less than the outputs
+    the call returned (the reference's, the same for both roles). An output under the measuring allocator's mmap
+    threshold comes from heap the process already holds, where the resident set need not rise at all."""
+    return max(int(rise), int(output_bytes or 0))
 
 
 def judged_calls(output_bytes: int) -> int:
