@@ -10,6 +10,8 @@ Questions, each answered from this run's own events:
 3. Whether ``torch.autograd._profiler_enabled()`` is true inside such a session (what a candidate can see).
 4. Whether ``_toggle_collection_dynamic`` switches the recording on for the forward's window only, and what a pair
    of toggles costs.
+5. Which host clock the kernels' ``start_ns`` share (``window_clocks``: each window's on and off on perf_counter,
+   monotonic and time), so that a window's kernels could be told apart by time.
 """
 
 from __future__ import annotations
@@ -49,6 +51,8 @@ def main() -> None:
                          "harness": [harness.stream_id, harness.cuda_stream],
                          "side": [side.stream_id, side.cuda_stream]}
     seen: dict[str, Any] = {}
+    clocks: list[dict[str, list[int]]] = []  # each window's on/off on perf_counter, monotonic and time: which clock
+    # the kernels' start_ns share (a window's kernels could then be told apart by time)
 
     def forward() -> torch.Tensor:
         seen["enabled_in_forward"] = torch.autograd._profiler_enabled()
@@ -68,12 +72,14 @@ def main() -> None:
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         if record_window:
             _toggle_collection_dynamic(True, {ProfilerActivity.CUDA})
+            clocks.append({"on": [time.perf_counter_ns(), time.monotonic_ns(), time.time_ns()]})
         start.record()
         out = forward()
         torch.cuda.synchronize()
         end.record()
         end.synchronize()
         if record_window:
+            clocks[-1]["off"] = [time.perf_counter_ns(), time.monotonic_ns(), time.time_ns()]
             _toggle_collection_dynamic(False, {ProfilerActivity.CUDA})
         with torch.cuda.stream(harness):
             kept = out.clone()  # the harness keeping the output
@@ -110,6 +116,7 @@ def main() -> None:
                 one(True)
             _toggle_collection_dynamic(True, {ProfilerActivity.CUDA})
         result["windowed"] = events_of(prof2)
+        result["window_clocks"] = clocks[:3]
     except Exception as exc:  # noqa: BLE001
         result["windowed_error"] = f"{type(exc).__name__}: {exc}"[:400]
     # the cost of a pair of toggles, and of the forward timed plain, recorded whole, and windowed
