@@ -2882,6 +2882,8 @@ def recording_script(kernels: dict[str, list[float]] | None, status: str = "ok")
 
     def script(msg: dict[str, Any]) -> dict[str, Any]:
         reply = inner(msg)
+        if msg["cmd"] == "setup" and msg.get("record"):  # the profiler's one-time start, in the set-up
+            reply = {**reply, "record_warm": {"status": "ok", "seconds": 0.25}}
         if msg["cmd"] == "time" and msg.get("record") and kernels is not None:
             for timing in reply["timing"].values():
                 timing["recorded"] = {"status": status, "windows": 24, "window_us": 24 * 60.0, "kernels": kernels}
@@ -2921,6 +2923,7 @@ def test_a_fallback_in_the_timed_calls_is_seen_in_their_recording(fake, tmp_path
     timed = ctx.draft.fallback["timed_calls"]
     assert timed["status"] == "ok" and timed["flags_added"] == added, timed
     assert timed["commands"] == {"reference": TIMING_ROUNDS, "candidate": TIMING_ROUNDS}
+    assert timed["warm_s"] == {"reference": 0.25, "candidate": 0.25}  # each timing worker's set-up started it once
     assert all(f in ctx.evidence.observed for f in added)
     if added:
         assert not any(f in run(False).evidence.observed for f in added)

@@ -204,9 +204,12 @@ class PerformanceStage:
         state = self.ctx.ref_state if role == "reference" else self.ctx.candidate_state()
         try:
             with self.ctx.clock("performance", "setup") if charged else nullcontext():
-                reply = worker.call({"cmd": "setup", "init_seed": self.ctx.init_seed, "state": state}, deadline)
+                reply = worker.call({"cmd": "setup", "init_seed": self.ctx.init_seed, "state": state,
+                                     "record": self.recorded is not None}, deadline)
             if charged:
                 self.ctx.split_cuda_init("performance", reply)
+            if self.recorded is not None:
+                self.recorded.warmed(role, reply.get("record_warm") if isinstance(reply, dict) else None)
         except BaseException as exc:
             self.ctx.collect(worker)
             if isinstance(exc, WorkerFailure) and role == "reference":

@@ -42,6 +42,13 @@ class TimedRecords:
         self.window_us = {role: 0.0 for role in ROLES}
         self.commands = {role: 0 for role in ROLES}
         self.problems: dict[str, list[str]] = {role: [] for role in ROLES}  # statuses other than ok, with reasons
+        self.warm_s: dict[str, float] = {}  # the longest one-time profiler start in each role's set-up
+
+    def warmed(self, role: str, warm: Any) -> None:
+        """A timing worker's set-up reply's ``record_warm`` (``kernel_record.warm``): a diagnostic only."""
+        seconds = warm.get("seconds") if isinstance(warm, dict) else None
+        if isinstance(seconds, (int, float)):
+            self.warm_s[role] = max(self.warm_s.get(role, 0.0), float(seconds))
 
     def add(self, role: str, recorded: Any) -> None:
         if not isinstance(recorded, dict):
@@ -69,6 +76,7 @@ class TimedRecords:
         record: dict[str, Any] = {
             "commands": dict(self.commands), "windows": dict(self.windows),
             "window_ms": {role: round(us / 1e3, 3) for role, us in self.window_us.items()},
+            "warm_s": dict(self.warm_s),
             "coverage": {role: self.coverage(role) for role in ROLES},
             "problems": {role: p[:8] for role, p in self.problems.items() if p},
             "reference_kernels": _top(self.kernels["reference"])}

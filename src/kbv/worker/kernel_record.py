@@ -117,3 +117,15 @@ class Recording:
                 "window_us": round(self.window_ns / 1e3, 3),
                 "kernels": {name: [int(calls), round(us, 3)] for name, (calls, us) in ranked[:MAX_NAMES]},
                 "names_dropped": max(0, len(ranked) - MAX_NAMES)}
+
+
+def warm(device: str) -> dict[str, Any]:
+    """Start and stop one empty session, so that the profiler's one-time start in this process (CUPTI's, on a
+    GPU) falls in the worker's set-up rather than in its first timing command; the seconds it took."""
+    t0 = _now()
+    recording = Recording(device)
+    recording.start()
+    recording.on()
+    recording.off()
+    status = recording.stop().get("status")
+    return {"status": status, "seconds": round((_now() - t0) / 1e9, 4)}
