@@ -104,7 +104,6 @@ class TimedRecords:
                          "data_movement_us": verdict["data_movement_us"], "flags": verdict["flags"],
                          "flags_added": added, "kernels": verdict["kernels"][:20]}, added
 
-
     def coverage(self, role: str) -> float | None:
         """Recorded device time over the wall time with collection on, for ``role`` (a diagnostic: with several
         streams it can exceed 1, and a launch-bound forward's is low)."""
