@@ -10,6 +10,7 @@ Questions, each answered from this run's own events:
 3. Whether ``torch.autograd._profiler_enabled()`` is true inside such a session (what a candidate can see).
 4. Whether ``_toggle_collection_dynamic`` switches the recording on for the forward's window only, and what a pair
    of toggles costs.
+6. Whether a CUDA graph's replayed kernels are recorded (``graph_replay``).
 5. Which host clock the kernels' ``start_ns`` share (``window_clocks``: each window's on and off on perf_counter,
    monotonic and time), so that a window's kernels could be told apart by time.
 """
@@ -144,10 +145,32 @@ def main() -> None:
         except Exception:  # noqa: BLE001
             pass
     result["forward_ms_median"] = {k: statistics.median(v) if v else None for k, v in times.items()}
+    # 6: a CUDA graph's kernels, replayed under a CUDA-only session (an honest candidate may replay one: if its
+    # kernels were not recorded, its recording would be empty)
+    try:
+        graph, static_out = torch.cuda.CUDAGraph(), None
+        capture = torch.cuda.Stream()
+        capture.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(capture):
+            torch.relu(x)
+        torch.cuda.current_stream().wait_stream(capture)
+        with torch.cuda.graph(graph):
+            static_out = torch.relu(x) * 2
+        torch.cuda.synchronize()
+        with profile(activities={ProfilerActivity.CUDA}) as prof3:
+            _toggle_collection_dynamic(False, {ProfilerActivity.CUDA})
+            _toggle_collection_dynamic(True, {ProfilerActivity.CUDA})
+            graph.replay()
+            torch.cuda.synchronize()
+            _toggle_collection_dynamic(False, {ProfilerActivity.CUDA})
+        result["graph_replay"] = events_of(prof3)
+        del static_out
+    except Exception as exc:  # noqa: BLE001
+        result["graph_error"] = f"{type(exc).__name__}: {exc}"[:400]
     with open(args.out, "w") as f:
         json.dump(result, f, indent=1)
-    print(json.dumps({k: v for k, v in result.items() if k not in ("whole", "windowed")}, indent=1))
-    for key in ("whole", "windowed"):
+    print(json.dumps({k: v for k, v in result.items() if k not in ("whole", "windowed", "graph_replay")}, indent=1))
+    for key in ("whole", "windowed", "graph_replay"):
         for e in result.get(key, []):
             print(key, e["activity"], e["stream"], e["thread"], e["correlation"], e["linked"], e["name"][:70])
 
