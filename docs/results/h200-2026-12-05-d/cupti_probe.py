@@ -10,9 +10,9 @@ Questions, each answered from this run's own events:
 3. Whether ``torch.autograd._profiler_enabled()`` is true inside such a session (what a candidate can see).
 4. Whether ``_toggle_collection_dynamic`` switches the recording on for the forward's window only, and what a pair
    of toggles costs.
-6. Whether a CUDA graph's replayed kernels are recorded (``graph_replay``).
 5. Which host clock the kernels' ``start_ns`` share (``window_clocks``: each window's on and off on perf_counter,
    monotonic and time), so that a window's kernels could be told apart by time.
+6. Whether a CUDA graph's replayed kernels are recorded (``graph_replay``).
 """
 
 from __future__ import annotations
