@@ -145,6 +145,9 @@ def test_a_recording_switched_off_by_the_candidate_is_a_fallback(gpu_corpus: dic
     timed = record_of(gpu_corpus, "cuda_recording_switched_off")["fallback"]["timed_calls"]
     assert timed["status"] == "empty_for_candidate" and timed["flags_added"] == ["fallback"], timed
     assert timed["coverage"]["candidate"] == 0.0 and timed["coverage"]["reference"] > 0, timed
+    # a CUDA graph's replayed kernels are recorded: a candidate that replays one is not read as switched off
+    graph = record_of(gpu_corpus, "cuda_graph_replay")["fallback"]["timed_calls"]
+    assert graph["status"] == "ok" and graph["kernels"], graph
     entry = BY_ID["cuda_recording_switched_off"]
     off = evaluate(problem_path(entry["problem"]), ROOT / entry["file"],
                    EvalOptions(**OPTIONS[("cuda", "fast")], record_timed=False))
