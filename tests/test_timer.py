@@ -58,6 +58,11 @@ def test_a_recording_sees_every_forward_and_none_of_the_harnesss_own_work() -> N
     assert not {"aten::tanh", "aten::fill_", "aten::clone"} & set(recorded["kernels"]), recorded
     assert recorded["windows"] == 3 + 1 + len(result["times_ms"])  # the warm-up's calls share one window
     assert 0 < recorded["window_us"] / 1e3 <= result["split_ms"]["before_trials"] + result["split_ms"]["trials"]
+    # the timed trials' windows, told apart by time: their operators' time, not the estimate's or warm-up's
+    timed = recorded["timed"]
+    assert timed["windows"] == len(result["times_ms"]) and 0 < timed["window_us"] < recorded["window_us"], recorded
+    relu_us = recorded["kernels"]["aten::relu"][1]
+    assert 0 < timed["device_us"] < relu_us, recorded
 
 
 def test_a_forward_that_stops_the_recording_is_reported() -> None:
@@ -103,6 +108,7 @@ def test_a_forward_that_switches_collection_off_records_nothing() -> None:
     recorded = recording.stop()
     assert recorded["status"] == "ok" and recorded["windows"] >= 5, recorded
     assert "aten::relu" not in recorded["kernels"], recorded
+    assert recorded["timed"]["device_us"] == 0 and recorded["timed"]["window_us"] > 0, recorded
 
 
 def test_the_profilers_one_time_start_can_be_taken_in_a_workers_set_up() -> None:

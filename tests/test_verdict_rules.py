@@ -2886,7 +2886,9 @@ def recording_script(kernels: dict[str, list[float]] | None, status: str = "ok")
             reply = {**reply, "record_warm": {"status": "ok", "seconds": 0.25}}
         if msg["cmd"] == "time" and msg.get("record") and kernels is not None:
             for timing in reply["timing"].values():
-                timing["recorded"] = {"status": status, "windows": 24, "window_us": 24 * 60.0, "kernels": kernels}
+                timing["recorded"] = {"status": status, "windows": 24, "window_us": 24 * 60.0, "kernels": kernels,
+                                      "timed": {"windows": 20, "window_us": 20 * 50.0,
+                                                "device_us": 0.8 * sum(us for _, us in kernels.values())}}
         return reply
     return script
 
@@ -2955,6 +2957,7 @@ def test_a_recording_stopped_or_emptied_by_the_candidate_is_a_fallback(fake, tmp
     assert timed["window_ms"] == {"reference": TIMING_ROUNDS * 24 * 0.06, "candidate": TIMING_ROUNDS * 24 * 0.06}
     if reference:  # recorded device time over the wall time with collection on (recorded, decides nothing)
         assert timed["coverage"] == {"reference": round(48.0 / (24 * 60.0), 4), "candidate": 0.0}, timed
+        assert timed["timed_coverage"] == {"reference": round(0.8 * 48.0 / (20 * 50.0), 4), "candidate": 0.0}, timed
 
 
 def test_recording_is_on_by_default_on_a_gpu_only() -> None:

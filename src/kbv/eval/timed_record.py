@@ -10,7 +10,8 @@ from the candidate's process, so they add flags and never clear one. A candidate
 or whose forwards on a GPU recorded no device work at all, while the reference's recorded is ``fallback`` (what it
 hid cannot be known: every forward that computes on a GPU launches a kernel or a copy, and the process's every
 launch is recorded unless its collection was switched off). Each role's ``coverage`` (recorded device time over the
-wall time with collection on) is recorded and decides nothing.
+wall time with collection on) and ``timed_coverage`` (the same within the timed trials' windows alone) are recorded
+and decide nothing.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ class TimedRecords:
         self.kernels: dict[str, dict[str, list[float]]] = {role: {} for role in ROLES}
         self.windows = {role: 0 for role in ROLES}
         self.window_us = {role: 0.0 for role in ROLES}
+        self.timed = {role: {"windows": 0, "window_us": 0.0, "device_us": 0.0} for role in ROLES}
         self.commands = {role: 0 for role in ROLES}
         self.problems: dict[str, list[str]] = {role: [] for role in ROLES}  # statuses other than ok, with reasons
         self.warm_s: dict[str, float] = {}  # the longest one-time profiler start in each role's set-up
@@ -57,6 +59,11 @@ class TimedRecords:
         self.commands[role] += 1
         self.windows[role] += int(recorded.get("windows") or 0)
         self.window_us[role] += float(recorded.get("window_us") or 0.0)
+        timed = recorded.get("timed")
+        for key in ("windows", "window_us", "device_us"):
+            value = timed.get(key) if isinstance(timed, dict) else None
+            if isinstance(value, (int, float)):
+                self.timed[role][key] += value
         if recorded.get("status") != "ok":
             self.problems[role].append(f"{recorded.get('status')}: {recorded.get('reason', '')}"[:300])
         kernels = recorded.get("kernels")
@@ -78,6 +85,7 @@ class TimedRecords:
             "window_ms": {role: round(us / 1e3, 3) for role, us in self.window_us.items()},
             "warm_s": dict(self.warm_s),
             "coverage": {role: self.coverage(role) for role in ROLES},
+            "timed_coverage": {role: self.timed_coverage(role) for role in ROLES},
             "problems": {role: p[:8] for role, p in self.problems.items() if p},
             "reference_kernels": _top(self.kernels["reference"])}
         if not self.kernels["reference"] or self.problems["reference"]:
@@ -110,6 +118,15 @@ class TimedRecords:
         if self.window_us[role] <= 0:
             return None
         return round(sum(us for _, us in self.kernels[role].values()) / self.window_us[role], 4)
+
+
+    def timed_coverage(self, role: str) -> float | None:
+        """Recorded device time inside the timed trials' windows over those windows' wall time (the estimate and
+        warm-up calls, which a candidate can tell apart, left out; a diagnostic)."""
+        timed = self.timed[role]
+        if timed["window_us"] <= 0:
+            return None
+        return round(timed["device_us"] / timed["window_us"], 4)
 
 
 def _top(kernels: dict[str, list[float]], n: int = 10) -> list[dict[str, Any]]:

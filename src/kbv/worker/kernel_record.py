@@ -18,6 +18,7 @@ windows held collection on (``window_us``), against which the parent sets the re
 
 from __future__ import annotations
 
+import bisect
 import time
 from typing import Any
 
@@ -26,6 +27,7 @@ import torch
 from kbv.worker.recorder import PROFILER as _ENTRY  # captured before any candidate code exists
 
 _now = time.perf_counter_ns
+_unix_ns = time.time_ns  # the profiler's events carry Unix-time nanoseconds (kineto's clock): the timed windows' too
 
 #: Distinct names kept per command (by device time); the rest are counted in ``names_dropped``.
 MAX_NAMES = 200
@@ -34,7 +36,8 @@ MAX_NAMES = 200
 class Recording:
     """One timing command's session. ``start`` before the command, ``on``/``off`` around each forward (the timer),
     ``stop`` after it: ``{"status": "ok" | ..., "windows": n, "window_us": wall time with collection on,
-    "kernels": {name: [calls, total_us]}}``."""
+    "timed": {"windows", "window_us", "device_us"} (the timed trials' windows and the recorded device time inside
+    them), "kernels": {name: [calls, total_us]}}``."""
 
     def __init__(self, device: str):
         self.cuda = device.startswith("cuda")
@@ -44,6 +47,7 @@ class Recording:
         self.lost = 0  # windows after which the session was no longer enabled (the forward stopped it)
         self.window_ns = 0  # wall time with collection on (each window: a forward, or the warm-up, and its sync)
         self._opened = 0
+        self.timed_windows: list[tuple[int, int]] = []  # the timed trials' windows, Unix ns: which events are theirs
 
     def start(self) -> None:
         if _ENTRY is None:
@@ -67,15 +71,20 @@ class Recording:
         self.running = True
         self.status = {"status": "ok"}
 
-    def on(self) -> None:
+    def on(self, timed: bool = False) -> None:
+        """Collection on, for one forward (``timed``: a timed trial's) or the warm-up's calls."""
         if self.running:
             self._toggle(True)
             self.windows += 1
+            if timed:
+                self.timed_windows.append((_unix_ns(), 0))
             self._opened = _now()
 
     def off(self) -> None:
         if self.running:
             self.window_ns += _now() - self._opened
+            if self.timed_windows and self.timed_windows[-1][1] == 0:
+                self.timed_windows[-1] = (self.timed_windows[-1][0], _unix_ns())
             if not _ENTRY["enabled"]():  # type: ignore[index]
                 self.lost += 1
                 return
@@ -104,6 +113,9 @@ class Recording:
                     "windows": self.windows, "kernels": {}}
         totals: dict[str, list[float]] = {}
         wanted = torch.autograd.DeviceType.CUDA if self.cuda else torch.autograd.DeviceType.CPU
+        timed = [w for w in self.timed_windows if w[1]]
+        opens = [w[0] for w in timed]
+        timed_ns = 0  # device time of the events whose middle falls in a timed trial's window
         for event in events:
             if event.device_type() != wanted or event.is_user_annotation() or (
                     not self.cuda and "::" not in event.name()):
@@ -111,10 +123,16 @@ class Recording:
             entry = totals.setdefault(str(event.name())[:300], [0, 0.0])
             entry[0] += 1
             entry[1] += event.duration_ns() / 1e3
+            middle = event.start_ns() + event.duration_ns() // 2
+            at = bisect.bisect_right(opens, middle) - 1
+            if at >= 0 and middle <= timed[at][1]:
+                timed_ns += event.duration_ns()
         ranked = sorted(totals.items(), key=lambda kv: -kv[1][1])
         status = "stopped" if self.lost else "ok"
         return {"status": status, "windows": self.windows, "lost_windows": self.lost,
                 "window_us": round(self.window_ns / 1e3, 3),
+                "timed": {"windows": len(timed), "window_us": round(sum(b - a for a, b in timed) / 1e3, 3),
+                          "device_us": round(timed_ns / 1e3, 3)},
                 "kernels": {name: [int(calls), round(us, 3)] for name, (calls, us) in ranked[:MAX_NAMES]},
                 "names_dropped": max(0, len(ranked) - MAX_NAMES)}
 

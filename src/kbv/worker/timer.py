@@ -96,7 +96,7 @@ def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: floa
     events: list[tuple[Any, Any]] = []  # CUDA: the timed trials' event pairs, made before the first (as do_bench)
     prepared: list[int] = []  # nanoseconds each call's prepare step took (asking for and loading its inputs)
     peaks: list[int] = []  # CUDA: each timed trial's peak allocation beyond what was allocated before it
-    on, off = (record.on, record.off) if record is not None else (_no_sync, _no_sync)
+    on, off = (record.on, record.off) if record is not None else (_not_recorded, _no_sync)
 
     def next_inputs() -> int | None:
         """The next call's index, its inputs loaded (``prepare``), the time that took noted; None for an estimate
@@ -119,7 +119,7 @@ def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: floa
                 before = _allocated()
                 _reset_peak()
             t0 = _perf_counter_ns()  # the wall clock also waits for the flush: a bound, for warm-up only
-            on()
+            on(index is not None)
             start.record()
             out = fn()
             sync()  # device-wide: work on side streams finishes before the end event
@@ -136,7 +136,7 @@ def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: floa
         def one() -> tuple[int | None, float, Any]:
             index = next_inputs()
             flush.fill_(1)
-            on()
+            on(index is not None)
             t0 = _perf_counter_ns()
             out = fn()
             ms = (_perf_counter_ns() - t0) / 1e6
@@ -208,4 +208,8 @@ def _no_prepare(index: int) -> None:
 
 
 def _no_sync() -> None:
+    return None
+
+
+def _not_recorded(timed: bool = False) -> None:
     return None
