@@ -85,6 +85,8 @@ def test_tf32_baseline_is_faster_for_fp32_matmul_and_self_speedup_is_one(tmp_pat
     assert "fallback" in record.flags and gpu["library_share_time"] == 1.0 and gpu["own_us"] == 0.0, gpu
     timed = record.fallback["timed_calls"]  # and so it is in every recorded timed forward, under both baselines
     assert timed["status"] == "ok" and timed["library_share_time"] == 1.0 and timed["flags"] == ["fallback"], timed
+    # the kernels' times share the timed windows' clock (Unix time): a GPU-bound matmul fills its timed windows
+    assert all(0.3 < (timed["timed_coverage"][role] or 0) for role in ("reference", "candidate")), timed
     # the precision check: the reference's own TF32 error is the yardstick, so the reference is not low precision
     assert not record.correctness["precision"]["low"], record.correctness["precision"]
     assert record.correctness["precision"]["outputs"][0]["verified_error"] > 1e-5  # TF32 is visible against fp64
