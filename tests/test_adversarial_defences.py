@@ -386,7 +386,7 @@ def candidate_session(name: str, device: str = "cpu"):
 
 
 def timing_command(session, key: int, round_index: int = 0, baselines: tuple[str, ...] = ("verified",),
-                   commits: dict | None = None, fill: Any = None):
+                   commits: dict | None = None, fill: Any = None, record: bool = False):
     """One of today's timing commands in this process: the worker Session's cmd_time (ring on), each call's inputs
     handed over by the parent's own pacer (kbv.eval.pacing) through ``Session.ask`` (or, with ``fill``, put in the
     judge's lent slot: ``lent_timing``), each kept output committed to it (and noted in ``commits``) through
@@ -405,8 +405,33 @@ def timing_command(session, key: int, round_index: int = 0, baselines: tuple[str
 
     session.ask, session.commit = ask, commit
     reply = session.cmd_time({"baselines": list(baselines), "share": 0.25, "round": round_index,
-                              "ring_bytes": 32 * 2**20})
+                              "ring_bytes": 32 * 2**20, "record": record})
     return reply, pacer
+
+
+def test_a_timing_worker_holds_one_recording_from_its_set_up_to_the_parents_request() -> None:
+    """Issue 12, rule 2: a timing worker set up with ``record`` starts one profiler session there, before any
+    candidate code runs, and every forward of each of its timing commands is recorded in it (here the CPU's
+    operators, the stand-in for a GPU's kernels) until the parent asks for the recording (``recorded``), which stops
+    it: the session's start and stop are paid once per worker, and the profiler reads as enabled in every command
+    between, so no command is the recorded one by that sign."""
+    from kbv.worker.session import Session
+
+    session = Session({"device": "cpu", "precision": "fp32", "problem_path": str(RELU), "profile": "small",
+                       "role": "candidate", "mode": load_problem(RELU).mode,
+                       "candidate_path": str(CANDIDATES / "correct_torch.py"), "handoff": ["host", "cuda"]})
+    reply = session.cmd_setup({"init_seed": 1, "record": True})
+    assert reply["record_warm"]["status"] == "ok" and torch.autograd._profiler_enabled()
+    trials = 0
+    for round_index in range(2):
+        timed, _ = timing_command(session, 4242 + round_index, round_index, record=True)
+        trials += len(timed["timing"]["verified"]["times_ms"])
+        assert "recorded" not in timed["timing"]["verified"]  # the recording is asked for once, at the pair's end
+        assert torch.autograd._profiler_enabled()  # between commands too
+    recorded = session.cmd_recorded({})["recorded"]
+    assert recorded["status"] == "ok" and recorded["commands"] == 2, recorded
+    assert recorded["timed"]["windows"] == trials and recorded["kernels"]["aten::clamp_min"][0] > trials, recorded
+    assert not torch.autograd._profiler_enabled() and session.cmd_recorded({}) == {"recorded": None}
 
 
 def reference_session(device: str = "cpu"):

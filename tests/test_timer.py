@@ -110,11 +110,3 @@ def test_a_forward_that_switches_collection_off_records_nothing() -> None:
     assert "aten::relu" not in recorded["kernels"], recorded
     assert recorded["timed"]["device_us"] == 0 and recorded["timed"]["window_us"] > 0, recorded
 
-
-def test_the_profilers_one_time_start_can_be_taken_in_a_workers_set_up() -> None:
-    """A timing worker that will record starts and stops one empty session in its set-up (``kernel_record.warm``),
-    so that the profiler's one-time start is not charged to its first timing command."""
-    from kbv.worker.kernel_record import warm
-
-    warmed = warm("cpu")
-    assert warmed["status"] == "ok" and warmed["seconds"] > 0, warmed

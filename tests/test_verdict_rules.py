@@ -381,6 +381,8 @@ def timing_script(per_call_ms: float, host_ms: float, truncated: bool = False) -
             return {"found": True, "structure": "single", "outputs": []}
         if cmd in ("drop", "borrow_timed"):
             return {}
+        if cmd == "recorded":  # a recording timing worker's session, asked for after the pair's rounds
+            return {"recorded": None}
         if cmd == "lend_timed":  # the lender's slot for one role's timed inputs (kbv.eval.lent_timing)
             return {"lent": {"buffer": None, "layout": []}}
         if cmd == "fill":
@@ -2876,19 +2878,26 @@ ATEN_RELU = ("void at::native::vectorized_elementwise_kernel<4, at::native::(ano
 
 
 def recording_script(kernels: dict[str, list[float]] | None, status: str = "ok") -> Callable[[dict], dict]:
-    """``timing_script(1.0, 0.0)`` whose timing replies carry a recording of every forward (``recorded``, as
-    ``kbv.worker.kernel_record`` replies): ``kernels`` per command, or none at all where None."""
+    """``timing_script(1.0, 0.0)`` set up with a recording whose reply to ``recorded`` (once per worker, after the
+    pair's rounds, as ``kbv.worker.kernel_record`` replies) holds ``kernels`` per timing command it served, or
+    none at all where None."""
     inner = timing_script(1.0, 0.0)
+    served = {"commands": 0}
 
     def script(msg: dict[str, Any]) -> dict[str, Any]:
+        if msg["cmd"] == "recorded":
+            n, served["commands"] = served["commands"], 0
+            if kernels is None:
+                return {"recorded": None}
+            return {"recorded": {"status": status, "commands": n, "windows": 24 * n, "window_us": 24 * 60.0 * n,
+                                 "kernels": {name: [calls * n, us * n] for name, (calls, us) in kernels.items()},
+                                 "timed": {"windows": 20 * n, "window_us": 20 * 50.0 * n,
+                                           "device_us": 0.8 * n * sum(us for _, us in kernels.values())}}}
         reply = inner(msg)
-        if msg["cmd"] == "setup" and msg.get("record"):  # the profiler's one-time start, in the set-up
+        if msg["cmd"] == "setup" and msg.get("record"):  # its session started, in the set-up
             reply = {**reply, "record_warm": {"status": "ok", "seconds": 0.25}}
-        if msg["cmd"] == "time" and msg.get("record") and kernels is not None:
-            for timing in reply["timing"].values():
-                timing["recorded"] = {"status": status, "windows": 24, "window_us": 24 * 60.0, "kernels": kernels,
-                                      "timed": {"windows": 20, "window_us": 20 * 50.0,
-                                                "device_us": 0.8 * sum(us for _, us in kernels.values())}}
+        if msg["cmd"] == "time" and msg.get("record"):
+            served["commands"] += len(msg["baselines"])
         return reply
     return script
 

@@ -18,7 +18,7 @@ STAGES = ("compile", "correctness", "performance")
 PART_OF = {"setup": "setup", "perturb": "setup", "state": "setup", "load": "setup", "forward": "trials", "judge": "judging",
            "precision": "probes", "fallback": "probes", "buffers": "probes", "memory": "probes", "burst": "probes",
            "time": "timing", "kept": "judging", "drop": "judging", "same": "judging", "lend_timed": "setup",
-           "borrow_timed": "setup", "fill": "timing"}
+           "borrow_timed": "setup", "fill": "timing", "recorded": "probes"}
 ROLES = ("candidate", "reference", "harness")
 # words of a device that ran out of memory, in a failure's message or traceback
 OUT_OF_MEMORY = ("out of memory", "outofmemoryerror", "cuda_error_out_of_memory", "cudaerrormemoryallocation")

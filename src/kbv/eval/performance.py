@@ -565,8 +565,6 @@ class PerformanceStage:
                         # both roles' inputs lent, or neither's: the same work falls in both roles' windows
                         self.untimed[role].setdefault(b, []).append(untimed_ms(pacer.windows.get(b, {}), times))
                         self._note_split(role, timing.get("split_ms"))
-                        if self.recorded is not None:
-                            self.recorded.add(role, timing.get("recorded"))
                         if isinstance(timing.get("profile"), dict):  # KBV_PROFILE_TIMING=1: the first command's
                             self.draft.timing_ms.setdefault("worker_profile", {}).setdefault(role, {}).setdefault(
                                 b, timing["profile"])
@@ -612,6 +610,10 @@ class PerformanceStage:
             self._judge_timed_outputs(reference, candidate, kept, deadline)
             if (pair_index == 0 or self.confirming) and not self.truncated:
                 self._burst_check(reference, candidate, samples, deadline, pair_index)
+            if self.recorded is not None:  # each worker's one session, stopped after every command of the pair
+                for role in roles:
+                    self.recorded.add(role, self._call(workers[role], role, {"cmd": "recorded"}, deadline)
+                                      .get("recorded"))
         finally:
             self.ctx.collect(reference)
             self.ctx.collect(candidate)

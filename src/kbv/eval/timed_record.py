@@ -35,7 +35,7 @@ def records(option: bool | None, device: str) -> bool:
 
 
 class TimedRecords:
-    """Each role's recordings over the stage: ``add`` each timing reply's ``recorded``, then ``judge``."""
+    """Each role's recordings over the stage: ``add`` each timing worker's ``recorded`` reply, then ``judge``."""
 
     def __init__(self) -> None:
         self.kernels: dict[str, dict[str, list[float]]] = {role: {} for role in ROLES}
@@ -47,7 +47,8 @@ class TimedRecords:
         self.warm_s: dict[str, float] = {}  # the longest one-time profiler start in each role's set-up
 
     def warmed(self, role: str, warm: Any) -> None:
-        """A timing worker's set-up reply's ``record_warm`` (``kernel_record.warm``): a diagnostic only."""
+        """A timing worker's set-up reply's ``record_warm`` (its session's start, ``Session.cmd_setup``): a
+        diagnostic only."""
         seconds = warm.get("seconds") if isinstance(warm, dict) else None
         if isinstance(seconds, (int, float)):
             self.warm_s[role] = max(self.warm_s.get(role, 0.0), float(seconds))
@@ -56,7 +57,7 @@ class TimedRecords:
         if not isinstance(recorded, dict):
             self.problems[role].append("no recording in the reply")
             return
-        self.commands[role] += 1
+        self.commands[role] += int(recorded.get("commands") or 0)
         self.windows[role] += int(recorded.get("windows") or 0)
         self.window_us[role] += float(recorded.get("window_us") or 0.0)
         timed = recorded.get("timed")

@@ -1,19 +1,23 @@
 """Recording what every timed call launched (issue 12, rule 2): no call is the recorded one.
 
 On a GPU kernel names can only be read inside the process that launches them (CUPTI), so the one profiled call of
-the correctness stage is a call a candidate can tell apart. Instead every timing command of both roles holds a
-device-only profiler session (CUDA activity: kernels, copies and sets, no CPU-side events), its collection switched
-on right before each forward and off right after it and its synchronize (``Recording.on``/``off``, which the timer
-calls): what is recorded is what the forward launched, on any stream or thread, and none of the harness's own work
-between calls (the cache flush, the input draws, the kept copies). Estimate, warm-up and timed calls are all
-recorded. On the CPU the same mechanism records CPU operators instead, a stand-in that lets the mechanism be
-tested there (off by default: the parent's samples decide rule 2 on the CPU).
+the correctness stage is a call a candidate can tell apart. Instead every timing worker of both roles holds a
+device-only profiler session (CUDA activity: kernels, copies and sets, no CPU-side events) from its set-up until the
+parent asks for the recording after the pair's rounds: one session per worker, so its start and stop are paid once,
+outside the timed rounds, and the profiler reads as enabled in every command of a timing worker, the
+memory-measured call's too. Its collection is switched on right before each forward of a timing command and off
+right after it and its synchronize (``Recording.on``/``off``, which the timer calls): what is recorded is what the
+forward launched, on any stream or thread, and none of the harness's own work between calls (the cache flush, the
+input draws, the kept copies). Estimate, warm-up and timed calls are all recorded. On the CPU the same mechanism
+records CPU operators instead, a stand-in that lets the mechanism be tested there (off by default: the parent's
+samples decide rule 2 on the CPU).
 
 The worker returns raw names with call counts and device time; the trusted parent classifies them
 (``kbv.fallback.classify_gpu``). Evidence from the candidate's process: it can add a flag, never clear one. A
 forward that stops the session, or leaves it empty on a GPU, is ``fallback``; one that switches collection off and
-back on around part of its work is a known limit (docs/security.md). Each command also reports the wall time its
-windows held collection on (``window_us``), against which the parent sets the recorded device time (``coverage``).
+back on around part of its work is a known limit (docs/security.md). The recording also reports the wall time its
+windows held collection on (``window_us``) and the timed trials' windows apart (``timed``), against which the parent
+sets the recorded device time (``coverage``, ``timed_coverage``).
 """
 
 from __future__ import annotations
@@ -34,8 +38,8 @@ MAX_NAMES = 200
 
 
 class Recording:
-    """One timing command's session. ``start`` before the command, ``on``/``off`` around each forward (the timer),
-    ``stop`` after it: ``{"status": "ok" | ..., "windows": n, "window_us": wall time with collection on,
+    """One timing worker's session. ``start`` at its set-up, ``on``/``off`` around each forward of its timing
+    commands (the timer), ``stop`` when the parent asks for the recording (``recorded``), after the pair's rounds: ``{"status": "ok" | ..., "windows": n, "window_us": wall time with collection on,
     "timed": {"windows", "window_us", "device_us"} (the timed trials' windows and the recorded device time inside
     them), "kernels": {name: [calls, total_us]}}``."""
 
@@ -48,6 +52,7 @@ class Recording:
         self.window_ns = 0  # wall time with collection on (each window: a forward, or the warm-up, and its sync)
         self._opened = 0
         self.timed_windows: list[tuple[int, int]] = []  # the timed trials' windows, Unix ns: which events are theirs
+        self.commands = 0  # timing commands (one per baseline) whose forwards it recorded (counted by the session)
 
     def start(self) -> None:
         if _ENTRY is None:
@@ -103,14 +108,14 @@ class Recording:
 
     def stop(self) -> dict[str, Any]:
         if not self.running:
-            return {**self.status, "windows": 0, "kernels": {}}
+            return {**self.status, "commands": self.commands, "windows": 0, "kernels": {}}
         self.running = False
         try:
             events = _ENTRY["disable"]().events()  # type: ignore[index]
         except Exception as exc:
-            return {"status": "stopped", "reason": f"the session was gone at the command's end: "
+            return {"status": "stopped", "reason": f"the session was gone at its end: "
                                                    f"{type(exc).__name__}: {exc}"[:300],
-                    "windows": self.windows, "kernels": {}}
+                    "commands": self.commands, "windows": self.windows, "kernels": {}}
         totals: dict[str, list[float]] = {}
         wanted = torch.autograd.DeviceType.CUDA if self.cuda else torch.autograd.DeviceType.CPU
         timed = [w for w in self.timed_windows if w[1]]
@@ -129,21 +134,10 @@ class Recording:
                 timed_ns += event.duration_ns()
         ranked = sorted(totals.items(), key=lambda kv: -kv[1][1])
         status = "stopped" if self.lost else "ok"
-        return {"status": status, "windows": self.windows, "lost_windows": self.lost,
+        return {"status": status, "commands": self.commands, "windows": self.windows, "lost_windows": self.lost,
                 "window_us": round(self.window_ns / 1e3, 3),
                 "timed": {"windows": len(timed), "window_us": round(sum(b - a for a, b in timed) / 1e3, 3),
                           "device_us": round(timed_ns / 1e3, 3)},
                 "kernels": {name: [int(calls), round(us, 3)] for name, (calls, us) in ranked[:MAX_NAMES]},
                 "names_dropped": max(0, len(ranked) - MAX_NAMES)}
 
-
-def warm(device: str) -> dict[str, Any]:
-    """Start and stop one empty session, so that the profiler's one-time start in this process (CUPTI's, on a
-    GPU) falls in the worker's set-up rather than in its first timing command; the seconds it took."""
-    t0 = _now()
-    recording = Recording(device)
-    recording.start()
-    recording.on()
-    recording.off()
-    status = recording.stop().get("status")
-    return {"status": status, "seconds": round((_now() - t0) / 1e9, 4)}

@@ -231,6 +231,9 @@ class Session:
         self.ask: Callable[[list[Any]], dict[str, Any]] | None = None
         self.committed: dict[tuple[Any, ...], list[list[int]]] = {}  # what was sent, by (round, baseline, index)
         self.warmed: set[str] = set()  # baselines this worker's timed forward has been warmed up under
+        # a timing worker that records (set up with ``record``): one profiler session from its set-up to the parent's
+        # ``recorded`` command, its collection on only around each forward of its timing commands
+        self.recording: kernel_record.Recording | None = None
         self.in_use_baseline: int | None = None  # device memory in use before the model (and candidate) existed
         self.integrity = integrity.Integrity()  # before any candidate code: the state to compare against
         self.threads_at_start = set(threading.enumerate())
@@ -269,8 +272,12 @@ class Session:
         if self.in_use_baseline is None:
             self.in_use_baseline = memory.device_in_use(self.device)
         timing: dict[str, Any] = {"cuda_init_s": time.perf_counter() - t0 if self.device.startswith("cuda") else 0.0}
-        if msg.get("record"):  # a timing worker that will record: the profiler's one-time start here, before any
-            timing["record_warm"] = kernel_record.warm(self.device)  # candidate code
+        if msg.get("record") and self.recording is None:  # a timing worker that records: its one session starts
+            t_record = time.perf_counter()  # here, before any candidate code, and stays until ``recorded``
+            self.recording = kernel_record.Recording(self.device)
+            self.recording.start()
+            timing["record_warm"] = {"status": self.recording.status.get("status"),
+                                     "seconds": round(time.perf_counter() - t_record, 4)}
         init_args = loading.init_inputs(self.problem)
         if self.spec["role"] == "reference":
             self.model = loading.build_model(self.problem.Model, init_args, msg["init_seed"], self.device,
@@ -681,21 +688,16 @@ class Session:
             self.digest_ns = self.copy_ns = self.ask_ns = 0
             self.loads = {}
             slow = msg.get("slow_ms")
-            recording = kernel_record.Recording(self.device) if msg.get("record") else None
+            recording = self.recording if msg.get("record") else None
             if recording is not None:
-                recording.start()
-            try:
-                with diagnose.profiled(os.environ.get(diagnose.PROFILE_ENV) == "1") as profile:
-                    timings[baseline] = timer.time_calls(call, self.device, rule, float(msg.get("share", 1.0)),
-                                                         msg.get("max_trials"), prepare, keep,
-                                                         float(slow[baseline]) if isinstance(slow, dict)
-                                                         and baseline in slow else None,
-                                                         int(msg["ring_bytes"]) if keep_outputs else None,
-                                                         warmed=baseline in self.warmed, record=recording)
-            finally:  # a forward that raised leaves no session running
-                recorded = recording.stop() if recording is not None else None
-            if recorded is not None:  # what every forward of this command launched (the parent classifies it)
-                timings[baseline]["recorded"] = recorded
+                recording.commands += 1
+            with diagnose.profiled(os.environ.get(diagnose.PROFILE_ENV) == "1") as profile:
+                timings[baseline] = timer.time_calls(call, self.device, rule, float(msg.get("share", 1.0)),
+                                                     msg.get("max_trials"), prepare, keep,
+                                                     float(slow[baseline]) if isinstance(slow, dict)
+                                                     and baseline in slow else None,
+                                                     int(msg["ring_bytes"]) if keep_outputs else None,
+                                                     warmed=baseline in self.warmed, record=recording)
             self.warmed.add(baseline)
             # each timed call's draw and load of its inputs, this worker's own clock (the reference's is left out
             # of its untimed time where the candidate's inputs were lent: kbv.eval.pacing.untimed_ms)
@@ -733,6 +735,12 @@ class Session:
             self.rings.clear()
             self.kept_store.clear()
         return reply
+
+    def cmd_recorded(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """The recording of every forward of this worker's timing commands (``kernel_record``), its session
+        stopped: raw names, calls and device time; the parent classifies them. None where it did not record."""
+        recording, self.recording = self.recording, None
+        return {"recorded": recording.stop() if recording is not None else None}
 
     def cmd_drop(self, msg: dict[str, Any]) -> dict[str, Any]:
         """Drop every kept output. Candidate role: first say which kept timed outputs no longer match the digest
@@ -922,7 +930,7 @@ def main(conn: Connection, spec: dict[str, Any] | None = None) -> None:
                 "load": session.cmd_load, "fallback": session.cmd_fallback, "buffers": session.cmd_buffers, "time": session.cmd_time,
                 "memory": session.cmd_memory, "burst": session.cmd_burst, "kept": session.cmd_kept,
                 "lend_timed": session.cmd_lend_timed, "fill": session.cmd_fill, "borrow_timed": session.cmd_borrow_timed,
-                "drop": session.cmd_drop, "same": session.cmd_same}
+                "drop": session.cmd_drop, "same": session.cmd_same, "recorded": session.cmd_recorded}
     # A kept output's commitment leaves with the next request for inputs (the next trial cannot start without one),
     # or alone at the command's end: one frame per timed call instead of two.
     pending: list[list[Any]] = []
