@@ -382,8 +382,9 @@ def test_work_while_idle_is_seen_from_the_workers_cpu_clock(corpus, monkeypatch)
     """Issue 12, rule 4: a candidate whose thread (started through ``_thread``, so no ``threading`` record and no
     growth after its first call) spins whenever the reference is timed leaves every in-worker check and every timed
     window clean; the parent's reading of its worker's CPU clock while it had no command shows the work (the
-    reference's worker used next to none while idle). With that rule off (its slack unbounded) the same candidate is
-    ``correct`` with no flag of its own."""
+    reference's worker used next to none while idle; the corpus entry runs with idle workers left running). By
+    default the idle worker is stopped while the reference is timed and nothing spins. With that rule off (its slack
+    unbounded) and the workers left running the same candidate is ``correct`` with no flag of its own."""
     from kbv.eval import performance as perf_mod
 
     idle = corpus["idle_spinner"]["timing_ms"]["idle_cpu"]
@@ -392,9 +393,15 @@ def test_work_while_idle_is_seen_from_the_workers_cpu_clock(corpus, monkeypatch)
     assert idle["flagged"] and idle["cpu_ms"]["candidate"] > 2 * idle["allowed_ms"], idle
     honest = corpus["correct_torch"]["timing_ms"]["idle_cpu"]
     assert not honest["flagged"] and honest["cpu_ms"]["candidate"] < 5.0, honest
-    monkeypatch.setattr(perf_mod, "IDLE_CPU_SLACK_MS", float("inf"))
     entry = BY_ID["idle_spinner"]
-    record = evaluate(problem_path(entry["problem"]), ROOT / entry["file"], EvalOptions(**OPTIONS[("cpu", "fast")]))
+    # by default the idle worker is stopped while the reference is timed (kbv.sandbox.freeze): nothing spins then
+    stopped = evaluate(problem_path(entry["problem"]), ROOT / entry["file"], EvalOptions(**OPTIONS[("cpu", "fast")]))
+    idle = stopped.timing_ms["idle_cpu"]
+    assert not idle["flagged"] and idle["cpu_ms"]["candidate"] < 10.0, idle
+    assert stopped.verdict == "correct" and "idle_work" not in stopped.flags, stopped.flags
+    monkeypatch.setattr(perf_mod, "IDLE_CPU_SLACK_MS", float("inf"))
+    record = evaluate(problem_path(entry["problem"]), ROOT / entry["file"],
+                      EvalOptions(**OPTIONS[("cpu", "fast")], freeze_idle=False))
     assert record.verdict == "correct" and set(record.flags) - CPU_MEASUREMENT_FLAGS == {"fallback"}, record.flags
 
 

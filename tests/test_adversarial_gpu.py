@@ -75,26 +75,18 @@ def test_cuda_allocator_holds_no_answer(gpu_corpus: dict[str, dict[str, Any]]) -
     assert cached["correctness"]["failed_distributions"] or "timed_output_mismatch" in cached["flags"]
 
 
-def test_gpu_work_while_idle_is_seen_from_the_workers_cpu_clock(gpu_corpus: dict[str, dict[str, Any]],
-                                                                monkeypatch) -> None:
-    """Issue 12, rule 4: a candidate whose thread launches matmuls onto the GPU whenever the reference is timed, and
-    sleeps between them, is ``idle_work`` by the parent's reading of its worker's CPU clock while it had no command
-    (its launches: 55 ms over 0.6 s idle on the H100, docs/results/h100-2026-12-05); the driver's utilisation
-    samples of its idle worker are recorded beside it. With the rule's slack unbounded the same candidate is
-    ``correct`` without ``idle_work``."""
-    from kbv.eval import EvalOptions, evaluate
-    from kbv.eval import performance as perf_mod
-
+def test_gpu_work_while_idle_is_stopped_with_the_idle_worker(gpu_corpus: dict[str, dict[str, Any]]) -> None:
+    """Issue 12: a candidate whose thread launches matmuls onto the GPU whenever the reference is timed cannot,
+    since its worker's processes are stopped while the reference is timed (``kbv.sandbox.freeze``): its CPU clock
+    while idle stays within the rule's slack, and its speedup is no gain. The driver's utilisation samples of its
+    idle worker are recorded beside it (recorded only)."""
     record = record_of(gpu_corpus, "cuda_idle_gpu_load")
     idle = record["timing_ms"]["idle_cpu"]
-    assert idle["flagged"] and idle["cpu_ms"]["candidate"] > idle["allowed_ms"], idle
+    assert not idle["flagged"] and idle["cpu_ms"]["candidate"] <= idle["allowed_ms"], idle
     assert record["timing_ms"]["idle_gpu"]["flagged"] is None  # recorded only
+    assert record["speedup"]["verified"]["value"] < 1.5, record["speedup"]
     honest = record_of(gpu_corpus, "cuda_example_triton_gelu")["timing_ms"]["idle_cpu"]
     assert not honest["flagged"], honest
-    monkeypatch.setattr(perf_mod, "IDLE_CPU_SLACK_MS", float("inf"))
-    entry = BY_ID["cuda_idle_gpu_load"]
-    off = evaluate(problem_path(entry["problem"]), ROOT / entry["file"], EvalOptions(**OPTIONS[("cuda", "fast")]))
-    assert off.verdict == "correct" and "idle_work" not in off.flags, off.flags
 
 
 def test_a_scratch_hidden_from_the_memory_command_is_seen_in_every_timed_call(gpu_corpus: dict[str, dict[str, Any]],
@@ -115,58 +107,22 @@ def test_a_scratch_hidden_from_the_memory_command_is_seen_in_every_timed_call(gp
     assert off.verdict == "correct" and "memory_above_reference" not in off.flags, off.flags
 
 
-def test_a_profiled_call_told_apart_is_seen_in_the_recording_of_every_timed_forward(
+def test_gpu_work_launched_while_the_other_role_is_timed_needs_the_idle_worker_stopped(
         gpu_corpus: dict[str, dict[str, Any]]) -> None:
-    """Issue 12, rule 2 on a GPU: a candidate that runs its own Triton kernel under the profiled call's dispatch mode
-    and torch.relu everywhere else shows only its own kernel when profiled, and PyTorch's in every recorded timed
-    forward: ``fallback`` added from ``fallback.timed_calls``. The honest Triton GELU's recording is all its own.
-    With timed calls not recorded the same candidate is ``correct`` with no flag."""
+    """Issue 12: a candidate whose thread replays a CUDA graph of 120 matmuls once its timing command has replied
+    (a few launches of the CPU: under the idle-CPU rule's slack) read the reference 7.3 times slower in every one of
+    its commands on the H100 (docs/results/h100-2026-12-06: the queued work outlasts the next command, so the
+    reference's commands right after the candidate's were no slower than its others). With the idle worker stopped
+    while the other role is timed (``kbv.sandbox.freeze``) it cannot launch then, and gains nothing; with the
+    workers left running (``freeze_idle=False``) the same candidate claims a speedup of 2 or more."""
     from kbv.eval import EvalOptions, evaluate
 
-    fallback = record_of(gpu_corpus, "cuda_profiled_own_timed_torch")["fallback"]
-    assert fallback["gpu"]["library_share_time"] == 0.0, fallback["gpu"]  # the profiled call: its own kernel
-    timed = fallback["timed_calls"]
-    assert timed["status"] == "ok" and timed["flags_added"] == ["fallback"], timed
-    assert timed["library_share_time"] == 1.0, timed
-    honest = record_of(gpu_corpus, "cuda_example_triton_gelu")["fallback"]["timed_calls"]
-    assert honest["status"] == "ok" and honest["flags"] == [] and honest["own_us"] > 0, honest
-    entry = BY_ID["cuda_profiled_own_timed_torch"]
-    off = evaluate(problem_path(entry["problem"]), ROOT / entry["file"],
-                   EvalOptions(**OPTIONS[("cuda", "fast")], record_timed=False))
-    assert off.verdict == "correct" and "fallback" not in off.flags, off.flags
-
-
-def test_a_recording_switched_off_by_the_candidate_is_a_fallback(gpu_corpus: dict[str, dict[str, Any]]) -> None:
-    """Issue 12, rule 2 on a GPU: a candidate that switches the running session's collection off around its
-    library call leaves every timed forward's recording empty, while the reference's holds its kernels:
-    ``fallback`` (``empty_for_candidate``). With timed calls not recorded it is ``correct`` with no flag."""
-    from kbv.eval import EvalOptions, evaluate
-
-    timed = record_of(gpu_corpus, "cuda_recording_switched_off")["fallback"]["timed_calls"]
-    assert timed["status"] == "empty_for_candidate" and timed["flags_added"] == ["fallback"], timed
-    assert timed["coverage"]["candidate"] == 0.0 and timed["coverage"]["reference"] > 0, timed
-    # a CUDA graph's replayed kernels are recorded: a candidate that replays one is not read as switched off
-    graph = record_of(gpu_corpus, "cuda_graph_replay")["fallback"]["timed_calls"]
-    assert graph["status"] == "ok" and graph["kernels"], graph
-    entry = BY_ID["cuda_recording_switched_off"]
-    off = evaluate(problem_path(entry["problem"]), ROOT / entry["file"],
-                   EvalOptions(**OPTIONS[("cuda", "fast")], record_timed=False))
-    assert off.verdict == "correct" and "fallback" not in off.flags, off.flags
-
-
-def test_gpu_work_queued_after_the_reply_is_seen_in_the_references_next_command(
-        gpu_corpus: dict[str, dict[str, Any]], monkeypatch) -> None:
-    """Issue 12, rule 1's queued work: a candidate whose thread replays a CUDA graph of matmuls once its timing
-    command has replied (a few launches of the CPU: under the idle-CPU rule's slack) slows the reference's next
-    command: ``reference_slowed``. With the rule's bound unbounded it is ``correct`` without it."""
-    from kbv.eval import EvalOptions, evaluate
-    from kbv.eval import performance as perf_mod
-
-    found = record_of(gpu_corpus, "cuda_queue_after_reply")["timing_ms"]["reference_after_candidate"]
-    assert found["flagged"], found
+    record = record_of(gpu_corpus, "cuda_queue_after_reply")
+    assert record["speedup"]["verified"]["value"] < 1.5, (record["speedup"], record["timing_ms"].get(
+        "reference_after_candidate"))
     honest = record_of(gpu_corpus, "cuda_example_triton_gelu")["timing_ms"].get("reference_after_candidate")
     assert honest is None or not honest["flagged"], honest
-    monkeypatch.setattr(perf_mod, "REFERENCE_AFTER_CANDIDATE_MAX", float("inf"))
     entry = BY_ID["cuda_queue_after_reply"]
-    off = evaluate(problem_path(entry["problem"]), ROOT / entry["file"], EvalOptions(**OPTIONS[("cuda", "fast")]))
-    assert "reference_slowed" not in off.flags, off.flags
+    off = evaluate(problem_path(entry["problem"]), ROOT / entry["file"],
+                   EvalOptions(**OPTIONS[("cuda", "fast")], freeze_idle=False))
+    assert off.speedup["verified"]["value"] >= 2.0, (off.verdict, off.flags, off.speedup)

@@ -38,10 +38,6 @@ def test_cuda_load_inline_candidate_builds_and_is_correct() -> None:
     assert record.fallback["decided_by"] == "gpu device time" and gpu["own_us"] > 0, gpu
     assert gpu["library_share_time"] == 0.0 and not {"fallback", "partial_fallback"} & set(record.flags), gpu
     assert record.flags == [], (record.flags, record.integrity, record.timing_ms.get("burst"))  # honest: no flag
-    # issue 12: every timed forward recorded (kbv.worker.kernel_record), both roles: its own kernel, nothing added
-    timed = record.fallback["timed_calls"]
-    assert timed["status"] == "ok" and timed["own_us"] > 0 and timed["library_share_time"] == 0.0, timed
-    assert timed["flags"] == [] and timed["reference_kernels"], timed
     # issue 13: CUDA started before each worker's hello (its time split out of the start), and the timing stage's
     # processes started while correctness ran
     assert record.wall_seconds.get("correctness/cuda_init", 0) > 0, record.wall_seconds
@@ -83,10 +79,6 @@ def test_tf32_baseline_is_faster_for_fp32_matmul_and_self_speedup_is_one(tmp_pat
     # PyTorch's own matmul is a fallback by GPU time (cuBLAS or nvjet kernels launched under aten::mm)
     gpu = record.fallback["gpu"]
     assert "fallback" in record.flags and gpu["library_share_time"] == 1.0 and gpu["own_us"] == 0.0, gpu
-    timed = record.fallback["timed_calls"]  # and so it is in every recorded timed forward, under both baselines
-    assert timed["status"] == "ok" and timed["library_share_time"] == 1.0 and timed["flags"] == ["fallback"], timed
-    # the kernels' times share the timed windows' clock (Unix time): a GPU-bound matmul fills its timed windows
-    assert all(0.3 < (timed["timed_coverage"][role] or 0) for role in ("reference", "candidate")), timed
     # the precision check: the reference's own TF32 error is the yardstick, so the reference is not low precision
     assert not record.correctness["precision"]["low"], record.correctness["precision"]
     assert record.correctness["precision"]["outputs"][0]["verified_error"] > 1e-5  # TF32 is visible against fp64

@@ -258,11 +258,13 @@ LENT_CHECKS_KEPT: Final = 8
 # cpu-2026-12-04-c), on the H200 it rose to 1.75-2.20 at a few microseconds (h200-2026-12-04). Both roles lent alike
 # came back to 0.96-1.05 on the CPU (cpu-2026-12-04-c); on the GPU not yet measured, so not yet on by default there.
 LEND_TIMED_DEFAULT: Final[dict[str, bool]] = {"cpu": True, "cuda": False}
-# Every forward of every timing command of both roles runs with a device-only recording of what it launched
-# (kbv.worker.kernel_record), by default on these devices (KBV_RECORD_TIMED=1 or 0: always or never): a GPU's
-# profiled call is no longer the one recorded call, and a fallback in the timed calls is flagged from them
-# (fallback.timed_calls). On the CPU the parent's samples decide rule 2; there it records CPU operators when asked.
-RECORD_TIMED_DEFAULT: Final[dict[str, bool]] = {"cpu": False, "cuda": True}
+# Every forward of every timing command of both roles can run with a device-only recording of what it launched
+# (kbv.worker.kernel_record; KBV_RECORD_TIMED=1 or 0: always or never): a GPU's profiled call would no longer be the
+# one recorded call, and a fallback in the timed calls is flagged from them (fallback.timed_calls). Off by default
+# on both: on the H100 with torch 2.11 and CUDA 13 (docs/results/h100-2026-12-06) a CUDA-only session whose
+# collection is switched on around each forward recorded no kernel in any role, so it decides nothing there yet;
+# on the CPU the parent's samples decide rule 2, and the recording of CPU operators is a stand-in for tests.
+RECORD_TIMED_DEFAULT: Final[dict[str, bool]] = {"cpu": False, "cuda": False}
 # Where a lender lends the timed inputs, it draws the next call's inputs into its own memory right after it has put
 # this call's in the slot (the parent hands it the next seed with the fill: kbv.eval.lent_timing), so a call's
 # answer waits for the read-back and a copy, not the draw (0.25 ms of 0.62 per fill on this CPU's 5_ReLU,

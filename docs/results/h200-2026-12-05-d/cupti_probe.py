@@ -32,7 +32,9 @@ from torch.profiler import ProfilerActivity, profile
 def events_of(prof: Any) -> list[dict[str, Any]]:
     out = []
     for e in prof.profiler.kineto_results.events():
-        out.append({"name": e.name()[:120], "device_type": str(e.device_type()), "activity": str(e.activity_type()),
+        activity = getattr(e, "activity_type", None)  # not on every torch (2.11: absent)
+        out.append({"name": e.name()[:120], "device_type": str(e.device_type()),
+                    "activity": str(activity()) if callable(activity) else None,
                     "stream": e.device_resource_id(), "correlation": e.correlation_id(),
                     "linked": e.linked_correlation_id(), "thread": e.start_thread_id(),
                     "start_ns": e.start_ns(), "dur_ns": e.duration_ns()})

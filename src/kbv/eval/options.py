@@ -58,6 +58,9 @@ class EvalOptions:
     # device's default (RECORD_TIMED_DEFAULT), KBV_RECORD_TIMED=1 or 0 always or never
     record_timed: bool | None = field(default_factory=lambda: {"1": True, "0": False}.get(
         os.environ.get("KBV_RECORD_TIMED", ""), None))
+    # the idle timing worker's processes stopped while the other role's worker is timed (kbv.sandbox.freeze);
+    # KBV_FREEZE_IDLE=0 leaves them running
+    freeze_idle: bool = field(default_factory=lambda: os.environ.get("KBV_FREEZE_IDLE", "1") != "0")
     # the parent samples every worker's CPU time from outside (kbv.sandbox.sampler: library use the candidate cannot
     # hide in the calls it can tell apart); KBV_SAMPLE_WORKERS=0 turns it off
     sample_workers: bool = field(default_factory=lambda: os.environ.get("KBV_SAMPLE_WORKERS", "1") != "0")

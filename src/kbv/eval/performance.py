@@ -36,7 +36,7 @@ from kbv.protocol import (
     STAGE_MEMORY_SLACK_REL, STAGE_MEMORY_TRANSIENT_OUTPUTS, DISTRIBUTIONS, JUDGED_TIMED_BYTES_PER_PAIR, JUDGED_TIMED_CALLS_PER_PAIR, MEMORY_SLACK_BYTES,
     REFERENCE_DRIFT_MAX, REFERENCE_REMEASURE_TRIALS, REFERENCE_SHIFTED_SHARE, RING_BYTES, RING_DEVICE_FRACTION, TIMED_DISTRIBUTION_WEIGHTS, TIMING_ROUNDS, TIMING_RULES, TIMING_TRUNCATE_FACTOR, timed_call,
 )
-from kbv.sandbox import devbusy, devmem, launch, observe
+from kbv.sandbox import devbusy, devmem, freeze, launch, observe
 from kbv.sandbox.launch import Worker, WorkerFailure
 
 _READER = ThreadPoolExecutor(max_workers=4, thread_name_prefix="kbv-gpu-clocks")  # readings of GPU clocks
@@ -524,9 +524,11 @@ class PerformanceStage:
                     other = roles[1] if role == roles[0] else roles[0]
                     idle_from = observe.cpu_ns(workers[other].pid)  # the other role's worker, idle meanwhile
                     busy_from = time.time()
-                    t0 = time.monotonic()
-                    reply = self._call(workers[role], role, msg, deadline, pacer)
-                    elapsed_ms = (time.monotonic() - t0) * 1e3
+                    # and stopped, where freeze_idle: none of its threads can launch or spin beside this timing
+                    with freeze.stopped(workers[other].pid if self.options.freeze_idle else None):
+                        t0 = time.monotonic()
+                        reply = self._call(workers[role], role, msg, deadline, pacer)
+                        elapsed_ms = (time.monotonic() - t0) * 1e3
                     idle_to = observe.cpu_ns(workers[other].pid)
                     if idle_from is not None and idle_to is not None:
                         self.idle_cpu[other][0] += (idle_to - idle_from) / 1e6
@@ -1092,9 +1094,11 @@ class PerformanceStage:
                     msg |= {"budget_bytes": self.burst_bytes, "output_bytes": self.ctx.output_bytes}
                 else:
                     msg["sets"] = sets
-                t0 = time.perf_counter()
-                reply = self._call(worker, role, msg, deadline)
-                elapsed.append((time.perf_counter() - t0) * 1e3)
+                idle = candidate if role == "reference" else reference
+                with freeze.stopped(idle.pid if self.options.freeze_idle else None):  # as in the timing rounds
+                    t0 = time.perf_counter()
+                    reply = self._call(worker, role, msg, deadline)
+                    elapsed.append((time.perf_counter() - t0) * 1e3)
                 self._note_aliases(role, reply.get("aliased_outputs"))
                 if role == "reference" and n == calls:
                     sets = max(1, min(BURST_INPUT_SETS, int(reply.get("sets") or 1)))
