@@ -22,3 +22,10 @@ case $1 in
                         KBV_GPU_TIMING_CPUS=4 g 60 c3pin$i --stages suite --only level1/1_Square_Matmul
                         [ "$(left)" -lt 130 ] && break; done ;;
 esac
+# call 4 (after calls 1-3 on the H100: the idle worker stopped, the recording off by default): the probe fixed, then
+# the GPU corpus entries that launch while idle, the honest Triton control and the TF32 and load_inline tests
+if [ "$1" = 4 ]; then
+  probe
+  KBV_CORPUS_IDS=cuda_idle_gpu_load,cuda_queue_after_reply,cuda_example_triton_gelu KBV_PYTEST_TIMEOUT="$(( $(left) - 15 ))" \
+    g "$(( $(left) - 5 ))" c4py --stages pytest --pytest-k "adversarial_gpu or tf32 or load_inline"
+fi
