@@ -871,3 +871,24 @@ def test_no_two_timed_calls_of_a_command_see_the_same_inputs():
         for index, _, copies, _ in ring:
             x = session._inputs(*pacer.inputs(baseline, index))[0]
             assert torch.equal(copies[0]["tensor"], torch.relu(x) + 1.0), (baseline, index)  # never a repeat
+
+
+def test_a_timing_command_ends_with_a_device_wide_synchronize_before_its_reply(monkeypatch) -> None:
+    """Issue 12: GPU work a candidate's thread launched during its own timing command has run before the reply, so
+    it cannot run beside the reference's next command (after the reply the worker is stopped: kbv.sandbox.freeze).
+    The synchronize is the driver's builtin, captured before candidate code; on the CPU there is none to make."""
+    from kbv.worker import timer
+
+    synced: list[int] = []
+    monkeypatch.setattr(timer, "_device_sync", lambda: synced.append(1))
+    timer.settle("cpu")
+    assert synced == []
+    timer.settle("cuda:0")
+    assert synced == [1]
+    session = candidate_session("correct_torch")
+    order: list[str] = []
+    original = timer.time_calls
+    monkeypatch.setattr(timer, "time_calls", lambda *a, **k: order.append("timed") or original(*a, **k))
+    monkeypatch.setattr(timer, "settle", lambda device: order.append("settle"))
+    timing_command(session, 4242, baselines=("verified", "standard"))
+    assert order == ["timed", "timed", "settle"]  # once, after every baseline's calls, before the reply

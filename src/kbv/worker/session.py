@@ -720,6 +720,7 @@ class Session:
                                                                              if "tensor" in c])
                                                          for _, _, copies, _ in kept_ring),
                                        "changed_after_return": self._deferred(name), "aliased_outputs": aliased}
+        timer.settle(self.device)  # what its threads launched has run before the other role is timed
         return {"timing": timings, "flags": flags, "ring": ring_info}
 
     def cmd_kept(self, msg: dict[str, Any]) -> dict[str, Any]:

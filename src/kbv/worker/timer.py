@@ -25,6 +25,16 @@ _Event = torch.cuda.Event  # the same
 _allocated, _reset_peak, _peak = (torch.cuda.memory_allocated, torch.cuda.reset_peak_memory_stats,
                                   torch.cuda.max_memory_allocated)  # the same
 _numel, _element_size = torch.Tensor.numel, torch.Tensor.element_size
+_device_sync = getattr(torch._C, "_cuda_synchronize", None)  # the builtin itself, not the module attribute
+
+
+def settle(device: str) -> None:
+    """A device-wide synchronize at the end of a timing command, before its reply: whatever this process's threads
+    launched until then has run before the parent moves on to the other role (and stops this worker:
+    ``kbv.sandbox.freeze``), so it cannot run beside the other role's timed calls. The builtin is captured before
+    any candidate code; a candidate that hooks the driver natively is not covered (docs/security.md)."""
+    if device.startswith("cuda") and _device_sync is not None:
+        _device_sync()
 
 
 def cpu_l2_bytes() -> int:
