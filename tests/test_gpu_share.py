@@ -385,15 +385,9 @@ def test_the_runner_keeps_share_pairs_in_flight_per_gpu_and_times_them_alone(tmp
             time.sleep(0.02)
             with lock:
                 state["timing"] -= 1
-        rec = runner.not_run(Pair(problem, candidate), name, "placeholder")
-        rec.error, rec.flags = None, []
-        return rec
+        return _placeholder(problem, candidate)
 
-    monkeypatch.setattr(runner.envinfo, "resolve_device", lambda d: "cuda")
-    monkeypatch.setattr(runner, "device_slots", lambda d: [0])
-    monkeypatch.setattr(runner, "build_candidates", lambda *a, **k: {})
-    monkeypatch.setattr(runner, "count_problems", lambda *a, **k: None)
-    monkeypatch.setattr(runner, "evaluate_shapes", fake_eval)
+    _one_gpu(monkeypatch, fake_eval)
     runner.run_pairs(pairs, EvalOptions(device="cuda", sandbox="off", gpu_share=share), tmp_path / "r.jsonl")
     assert state["max_correctness"] == share  # with share 2, two pairs' correctness runs on the one GPU at once
     assert state["overlapped_timing"] == 0  # timing never shares the GPU
@@ -614,12 +608,8 @@ def test_pairs_sharing_a_gpu_start_longest_first_as_their_problems_last_took(tmp
         seen.append([p.problem.key for p in todo])
         return None
 
-    monkeypatch.setattr(runner.envinfo, "resolve_device", lambda d: "cuda")
-    monkeypatch.setattr(runner, "device_slots", lambda d: [0])
-    monkeypatch.setattr(runner, "build_candidates", lambda *a, **k: {})
-    monkeypatch.setattr(runner, "count_problems", lambda *a, **k: None)
+    _one_gpu(monkeypatch, lambda problem, candidate, *a, **k: _placeholder(problem, candidate))
     monkeypatch.setattr(runner, "lookahead_of", order)
-    monkeypatch.setattr(runner, "evaluate_shapes", lambda problem, candidate, *a, **k: _placeholder(problem, candidate))
     for share, expected in ((2, [names[1], names[3], names[2], names[0]]), (1, names)):
         runner.run_pairs(pairs, EvalOptions(device="cuda", sandbox="off", cache_dir=tmp_path, gpu_share=share,
                                             start_ahead=False), tmp_path / f"r{share}.jsonl")
@@ -628,6 +618,15 @@ def test_pairs_sharing_a_gpu_start_longest_first_as_their_problems_last_took(tmp
     memory_needs.remember_seconds(tmp_path, key, 3.0)
     memory_needs.remember(tmp_path, key, 5000)  # both figures share the problem's file: neither loses the other
     assert (memory_needs.remembered(tmp_path, key), memory_needs.remembered_seconds(tmp_path, key)) == (5000, 3.0)
+
+
+def _one_gpu(monkeypatch, evaluate) -> None:
+    """The runner on one CUDA slot, with nothing built or counted, each pair evaluated by ``evaluate``."""
+    monkeypatch.setattr(runner.envinfo, "resolve_device", lambda d: "cuda")
+    monkeypatch.setattr(runner, "device_slots", lambda d: [0])
+    monkeypatch.setattr(runner, "build_candidates", lambda *a, **k: {})
+    monkeypatch.setattr(runner, "count_problems", lambda *a, **k: None)
+    monkeypatch.setattr(runner, "evaluate_shapes", evaluate)
 
 
 def _placeholder(problem, candidate):

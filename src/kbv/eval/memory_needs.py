@@ -45,16 +45,20 @@ def _keep(cache_dir: str | Path, key: str, kept: dict[str, Any]) -> None:
     write_atomic(path, json.dumps(kept))
 
 
+def _held(kept: dict[str, Any]) -> int | None:
+    held = kept.get("together_max")
+    return held if isinstance(held, int) and held > 0 else None
+
+
 def remembered(cache_dir: str | Path, key: str) -> int | None:
     """The most a correctness stage of this problem has held, or None (never measured, or unreadable)."""
-    held = _kept(cache_dir, key).get("together_max")
-    return held if isinstance(held, int) and held > 0 else None
+    return _held(_kept(cache_dir, key))
 
 
 def remember(cache_dir: str | Path, key: str, held: int) -> None:
     """Keep ``held`` if it is more than what is kept."""
     kept = _kept(cache_dir, key)
-    before = remembered(cache_dir, key)
+    before = _held(kept)
     if held > 0 and (before is None or held > before):
         _keep(cache_dir, key, kept | {"together_max": int(held)})
 
@@ -73,8 +77,7 @@ def remember_seconds(cache_dir: str | Path, key: str, seconds: float) -> None:
 def longest_first(items: list[T], seconds: Callable[[T], float | None]) -> list[T]:
     """``items`` with those never timed first (in their order: their cost is unknown and their references are
     timed in full), then the rest by ``seconds``, longest first."""
-    known = {id(item): seconds(item) for item in items}
-    return sorted(items, key=lambda item: -(known[id(item)] or float("inf")))
+    return sorted(items, key=lambda item: -(seconds(item) or float("inf")))  # sorted calls the key once each
 
 
 def expected(static: int, measured: int | None) -> int:

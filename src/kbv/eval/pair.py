@@ -116,10 +116,14 @@ def correctness_memory(ctx: PairContext) -> int:
 
 def memory_key(ctx: PairContext) -> str:
     """The problem, profile, precision and shape whose correctness memory is remembered (``kbv.eval.memory_needs``)."""
+    return _problem_key(ctx.problem, ctx.profile, ctx.options.precision, ctx.shape)
+
+
+def _problem_key(problem: Problem, profile: str | None, precision: str, shape: dict[str, Any] | None) -> str:
     from kbv import roofline
 
-    profile = None if ctx.profile in (None, "default") else ctx.profile
-    return roofline.counts_key(ctx.problem.path, profile, ctx.options.precision, shape=ctx.shape)
+    return roofline.counts_key(problem.path, None if profile in (None, "default") else profile, precision,
+                               shape=shape)
 
 
 def remember_memory(ctx: PairContext) -> None:
@@ -147,15 +151,11 @@ def remember_seconds(ctx: PairContext, wall: dict[str, float]) -> None:
 
 def remembered_seconds(pair: Pair, options: EvalOptions, device: str) -> float | None:
     """What ``remember_seconds`` kept for a single-shape pair's problem under ``options``, or None."""
-    from kbv import roofline
-
     plan = pair.problem.shape_overrides()
     if len(plan) != 1 or plan[0][1] is not None:
         return None
-    profile = options.resolved_profile(device, pair.problem)
-    profile = None if profile in (None, "default") else profile
     try:
-        key = roofline.counts_key(pair.problem.path, profile, options.precision)
+        key = _problem_key(pair.problem, options.resolved_profile(device, pair.problem), options.precision, None)
     except OSError:
         return None
     return memory_needs.remembered_seconds(options.cache_dir, key)
