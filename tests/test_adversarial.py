@@ -27,7 +27,7 @@ from conftest import CANDIDATES, ROOT, SUITE, problem_path
 from kbv.problems.candidates import Candidate, Pair, write_reference_candidate
 from kbv.eval import EvalOptions, evaluate
 from kbv.problems import Problem, discover, load_problem
-from kbv.protocol import FLAGS, VERDICTS
+from kbv.protocol import FLAGS, REJECTING_FLAGS, VERDICTS
 from kbv.records import read_records
 from kbv.eval.runner import run_pairs
 from kbv.sandbox import plan as confine
@@ -206,7 +206,8 @@ def check_today(entry: dict[str, Any], record: dict[str, Any]) -> None:
         assert record["error"]["stage"] == entry["error_stage"] and record["error"]["message"]
     elif record["verdict"] not in ERROR_VERDICTS:
         assert record["error"] is None, record["error"]
-    if "speedup_max" in entry:
+    caught = set(entry.get("speedup_max_unless", ())) & set(record["flags"])  # a gain a rejecting flag caught
+    if "speedup_max" in entry and not (caught and record["verdict"] == "rejected"):
         speedup = record["speedup"]["verified"]["value"]
         assert speedup <= entry["speedup_max"], f"reported {speedup:.2f}x faster than the reference"
 
@@ -464,6 +465,8 @@ def test_manifest_entries_are_well_formed() -> None:
         assert all(_CATALOG_ID.match(c) and c in known for c in e["catalog"]), e["id"]
         flags = [*e["flags"], *e.get("flags_optional", ()), *e.get("flags_any", ())]
         assert set(flags) <= set(FLAGS), (e["id"], set(flags) - set(FLAGS))
+        assert set(e.get("speedup_max_unless", ())) <= REJECTING_FLAGS and (
+            "speedup_max" in e or "speedup_max_unless" not in e), e["id"]
         if e.get("gap"):
             assert e["gap"]["reason"] and e["gap"]["want"] and e["kind"] == "hack", e["id"]
             assert set(e["gap"]["want"]) <= {"verdict", "flags_include", "flags_any", "any_detection",

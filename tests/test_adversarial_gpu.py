@@ -113,16 +113,26 @@ def test_gpu_work_launched_while_the_other_role_is_timed_needs_the_idle_worker_s
     (a few launches of the CPU: under the idle-CPU rule's slack) read the reference 7.3 times slower in every one of
     its commands on the H100 (docs/results/h100-2026-12-06: the queued work outlasts the next command, so the
     reference's commands right after the candidate's were no slower than its others). With the idle worker stopped
-    while the other role is timed (``kbv.sandbox.freeze``) it cannot launch then, and gains nothing; with the
-    workers left running (``freeze_idle=False``) the same candidate claims a speedup of 2 or more."""
+    while the other role is timed (``kbv.sandbox.freeze``) it cannot launch then; what it queues in the instant
+    before its stop still runs, but not past the candidate's processes, so the reference's clean command (timed once
+    they are gone) shows it: no gain, or ``reference_slowed``. With the workers left running (``freeze_idle=False``)
+    the clean command alone rejects it; with neither defence the same candidate claims a speedup of 2 or more."""
     from kbv.eval import EvalOptions, evaluate
 
     record = record_of(gpu_corpus, "cuda_queue_after_reply")
-    assert record["speedup"]["verified"]["value"] < 1.5, (record["speedup"], record["timing_ms"].get(
-        "reference_after_candidate"))
-    honest = record_of(gpu_corpus, "cuda_example_triton_gelu")["timing_ms"].get("reference_after_candidate")
-    assert honest is None or not honest["flagged"], honest
+    assert record["speedup"]["verified"]["value"] < 1.5 or (
+        record["verdict"] == "rejected" and "reference_slowed" in record["flags"]), (
+        record["speedup"], record["timing_ms"].get("reference_after_candidate"), record["timing_ms"].get(
+            "reference_clean"))
+    for honest_id in ("cuda_example_triton_gelu",):
+        timing = record_of(gpu_corpus, honest_id)["timing_ms"]
+        for rule in ("reference_after_candidate", "reference_clean"):
+            assert not (timing.get(rule) or {}).get("flagged"), (honest_id, rule, timing.get(rule))
     entry = BY_ID["cuda_queue_after_reply"]
+    running = evaluate(problem_path(entry["problem"]), ROOT / entry["file"],
+                       EvalOptions(**OPTIONS[("cuda", "fast")], freeze_idle=False))
+    assert running.verdict == "rejected" and "reference_slowed" in running.flags, (
+        running.flags, running.speedup, running.timing_ms.get("reference_clean"))
     off = evaluate(problem_path(entry["problem"]), ROOT / entry["file"],
-                   EvalOptions(**OPTIONS[("cuda", "fast")], freeze_idle=False))
+                   EvalOptions(**OPTIONS[("cuda", "fast")], freeze_idle=False, clean_reference=False))
     assert off.speedup["verified"]["value"] >= 2.0, (off.verdict, off.flags, off.speedup)

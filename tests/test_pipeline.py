@@ -115,8 +115,16 @@ def test_reference_and_candidate_are_timed_in_alternating_rounds() -> None:
 
 def test_several_process_pairs_pool_into_one_speedup() -> None:
     record = evaluate(problem_path("level1/5_ReLU"), CANDIDATES / "correct_torch.py",
-                      EvalOptions(timing_pairs=3, **CPU))
+                      EvalOptions(timing_pairs=3, clean_reference=True, **CPU))
     assert record.speedup["standard"]["pairs"] == 3
+    # issue 12: each pair's reference timed once more, once its candidate's processes were gone (on the CPU the
+    # ratio is recorded only; the clean times enter no speedup)
+    clean = record.timing_ms["reference_clean"]
+    assert [p["pair"] for p in clean["pairs"]] == [0, 1, 2] and clean["flagged"] is None, clean
+    for pair in clean["pairs"]:
+        for baseline in ("standard", "verified"):
+            assert len(pair[baseline]["beside_ms"]) == 4 and pair[baseline]["clean_ms"] > 0, pair
+    assert record.verdict == "correct" and "reference_slowed" not in record.flags
     assert len(record.timing_ms["candidate_standard"]["process_medians"]) == 3
     assert len(record.timing_ms["reference_verified"]["process_medians"]) == 3
     s = record.speedup["verified"]

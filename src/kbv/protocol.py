@@ -151,8 +151,10 @@ FLAGS: Final = {
     "than the reference's worker did while the candidate was (timing_ms.idle_cpu, read by the parent): work beside "
     "the reference's timing or outside every timed call: rejected",
     "reference_slowed": "on a GPU the reference's timing commands that came right after one of the candidate's were "
-    "all slower than all its others by more than REFERENCE_AFTER_CANDIDATE_MAX (timing_ms.reference_after_candidate): "
-    "device work the candidate left queued at its reply ran beside the reference's timed calls: rejected",
+    "all slower than all its others by more than REFERENCE_AFTER_CANDIDATE_MAX (timing_ms.reference_after_candidate), "
+    "or every one of its commands beside the candidate's process was slower than its clean command, timed once that "
+    "process was gone, by more than REFERENCE_CLEAN_MAX (timing_ms.reference_clean): device work the candidate left "
+    "queued ran beside the reference's timed calls: rejected",
     "background_threads": "the candidate's thread count grew across a forward call (after the first) where the "
     "reference's did not, or its import or __init__ left Python threads running (correctness.input_use."
     "started_threads): work can run past the call's end: rejected",
@@ -236,6 +238,21 @@ IDLE_GPU_KEPT_SAMPLES: Final = 64
 # kernels and itself); the least over the most keeps a slow process pair or a drifting clock below 1. Recorded only on the CPU, where
 # idle_work reads the idle worker's clock and honest ratios were 0.95-1.0.
 REFERENCE_AFTER_CANDIDATE_MAX: Final = 1.2
+# Work the candidate's process queued on a GPU in the instant between a reply and its stop (kbv.sandbox.freeze) runs
+# on once the process is stopped, and long enough work slows every reference command of the pair alike, which the
+# rule above cannot see (on the H100 a graph of 120 matmuls replayed at each reply read 7.34x with ratios of 0.9995
+# and 1.0001: docs/results/h100-2026-12-06). Stopping a process does not stop its queued kernels; ending it does
+# (its context goes with it). So once a pair's candidate is timed, its processes are killed and waited for, and the
+# reference runs one more timing command, the clean command, with no process of the candidate's left: the least
+# median of the reference's commands beside the candidate over the clean command's median above
+# REFERENCE_CLEAN_MAX (per pair and baseline) is ``reference_slowed``, rejected (timing_ms.reference_clean). The
+# same bound as the rule above: honest commands of one reference process read 0.78-1.02 of each other on the H100,
+# and the least of four commands over one is lower still. Run wherever the pair's reference times count (not for
+# a cached reference's short re-measure, whose cache entry was itself written only from clean pairs), by default
+# on a GPU only (CLEAN_REFERENCE_DEFAULT; KBV_CLEAN_REFERENCE=1 or 0 always or never): on the CPU the stopped
+# worker leaves nothing running, and there the ratio is recorded only.
+CLEAN_REFERENCE_DEFAULT: Final[dict[str, bool]] = {"cpu": False, "cuda": True}
+REFERENCE_CLEAN_MAX: Final = 1.2
 
 # Flags that make a correct kernel "rejected" only under --strict-precision.
 PRECISION_FLAGS: Final = frozenset({"low_precision"})

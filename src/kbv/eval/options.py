@@ -61,6 +61,11 @@ class EvalOptions:
     # the idle timing worker's processes stopped while the other role's worker is timed (kbv.sandbox.freeze);
     # KBV_FREEZE_IDLE=0 leaves them running
     freeze_idle: bool = field(default_factory=lambda: os.environ.get("KBV_FREEZE_IDLE", "1") != "0")
+    # each pair's reference timed once more after the candidate's processes are gone (kbv.eval.performance's clean
+    # command, ``reference_slowed``): None (KBV_CLEAN_REFERENCE unset) for the device's default
+    # (CLEAN_REFERENCE_DEFAULT), KBV_CLEAN_REFERENCE=1 or 0 always or never
+    clean_reference: bool | None = field(default_factory=lambda: {"1": True, "0": False}.get(
+        os.environ.get("KBV_CLEAN_REFERENCE", ""), None))
     # the parent samples every worker's CPU time from outside (kbv.sandbox.sampler: library use the candidate cannot
     # hide in the calls it can tell apart); KBV_SAMPLE_WORKERS=0 turns it off
     sample_workers: bool = field(default_factory=lambda: os.environ.get("KBV_SAMPLE_WORKERS", "1") != "0")

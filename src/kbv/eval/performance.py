@@ -31,7 +31,7 @@ from kbv.eval.refcache import ReferenceTimingCache, cache_key
 from kbv.eval.timed_record import TimedRecords, records
 from kbv.protocol import (
     BURST_DEVICE_BOUND, BURST_INPUT_SETS, BURST_MAX_CALLS, BURST_MAX_WALL_OVER_TIMED, BURST_MAX_WALL_SPEEDUP, BURST_MIN_CLAIM, BURST_MIN_CLAIM_CPU,
-    BURST_TARGET_MS, CHANGED_KEPT_MAX, FIRST_TIMED_CALL, LENT_CHECKS_KEPT,
+    BURST_TARGET_MS, CHANGED_KEPT_MAX, CLEAN_REFERENCE_DEFAULT, FIRST_TIMED_CALL, LENT_CHECKS_KEPT, REFERENCE_CLEAN_MAX,
     CPU_MEMORY_REPEATS, REFERENCE_AFTER_CANDIDATE_MAX, IDLE_CPU_SLACK_MS, IDLE_CPU_SLACK_REL, IDLE_GPU_KEPT_SAMPLES, LEND_PREDRAW, DEVICE_IN_USE_SLACK_BYTES, DEVICE_IN_USE_SLACK_REL, STAGE_MEMORY_SLACK_BYTES,
     STAGE_MEMORY_SLACK_REL, STAGE_MEMORY_TRANSIENT_OUTPUTS, DISTRIBUTIONS, JUDGED_TIMED_BYTES_PER_PAIR, JUDGED_TIMED_CALLS_PER_PAIR, MEMORY_SLACK_BYTES,
     REFERENCE_DRIFT_MAX, REFERENCE_REMEASURE_TRIALS, REFERENCE_SHIFTED_SHARE, RING_BYTES, RING_DEVICE_FRACTION, TIMED_DISTRIBUTION_WEIGHTS, TIMING_ROUNDS, TIMING_RULES, TIMING_TRUNCATE_FACTOR, timed_call,
@@ -155,6 +155,11 @@ class PerformanceStage:
         # command ("after") and of the others ("other"): device work a candidate left queued at its reply runs
         # beside the next command (timing_ms.reference_after_candidate)
         self.reference_rounds: dict[str, dict[str, list[float]]] = {}
+        # per baseline, the median of each of the current pair's reference timing commands (all of them, the first
+        # too), and per pair timed clean, what its clean command found (``_clean_reference``)
+        self.pair_reference: dict[str, list[float]] = {}
+        self.clean = clean_reference_on(ctx.options.clean_reference, ctx.device)
+        self.reference_clean: list[dict[str, Any]] = []
         # on a GPU: per role, the driver's utilisation samples of its worker while the other role was timed
         # samples, most SM %, commands read over and the samples that saw SM use; None once NVML could not be
         # asked (timing_ms.idle_gpu)
@@ -376,6 +381,8 @@ class PerformanceStage:
         self.ev.timing_truncated = self.truncated
         self._judge_aliases()
         self._judge_untimed(samples)
+        self._record_reference_after_candidate()
+        self._judge_reference_clean()  # before the cache: a slowed reference's times are never cached
         speedups: dict[str, Any] = {}
         for baseline in ("standard", "verified"):
             if baseline not in baselines:
@@ -401,7 +408,7 @@ class PerformanceStage:
                 ref_summary = dict(stored) | {"cached": True, "remeasure_median": remeasured, "drift": drift}
                 ref_groups = [cached[baseline]["times_ms"]] * len(cand_groups)
                 self.ev.see("reference_timing_cached")
-            elif options.reuse_reference_timing and not self.truncated:
+            elif options.reuse_reference_timing and not self.truncated and "reference_slowed" not in self.ev.observed:
                 pooled = [t for g in ref_groups for t in g]
                 self._cache().put(self._cache_key(baseline), {"times_ms": pooled, "summary": ref_summary})
             draft.timing_ms[f"reference_{baseline}"] = ref_summary
@@ -456,7 +463,6 @@ class PerformanceStage:
         self._judge_call_memory()
         self._judge_idle_cpu()
         self._record_idle_gpu()
-        self._record_reference_after_candidate()
         self._judge_recorded()
 
     def _judge_recorded(self) -> None:
@@ -490,6 +496,7 @@ class PerformanceStage:
                                predraw=self._predraw())
         else:
             loans = {role: TimedLoan(role, _no_lender, _no_lender, reason=self.lend_reason) for role in roles}
+        self.pair_reference = {b: [] for b in baselines}
         try:
             for role in roles:
                 for b in baselines:
@@ -574,6 +581,7 @@ class PerformanceStage:
                         if role == "reference":
                             if times:
                                 ref_call_ms[b] = statistics.median(samples[role][b][-1])
+                                self.pair_reference[b].append(statistics.median(times))
                             continue  # the reference's kept outputs were dropped after its command
                         if timing.get("truncated"):
                             self.truncated = True
@@ -910,6 +918,8 @@ class PerformanceStage:
                 try:
                     self._wait_exited(exiting)  # they exited while this pair started: now it has the GPU alone
                     self._time_pair(reference, candidate, pair_index, *timing)
+                    if self.clean and not timing[0] and not self.truncated:  # the reference's times count
+                        self._clean_reference(reference, candidate, pair_index, timing[2], deadline)
                 finally:
                     if self.lender is not None:
                         self.lender.close(wait=False)
@@ -921,6 +931,52 @@ class PerformanceStage:
         finally:
             reference.close(wait=False)
             exiting.append(reference)
+
+    def _clean_reference(self, reference: Worker, candidate: Worker, pair_index: int, share: float,
+                         deadline: float) -> None:
+        """The pair's clean command: the candidate's processes killed and waited for (the device work they queued
+        ends with their context: stopping them would not have stopped it), then one more timing command of the
+        reference, as its others in the pair (its share, its kept outputs dropped after; unrecorded, its inputs its
+        own). Per baseline, the least median of the pair's reference commands beside the candidate over the clean
+        command's median is ``ratio`` (``timing_ms.reference_clean``, judged in
+        ``_judge_reference_clean``). The clean times enter no speedup: they are not interleaved with the
+        candidate's."""
+        with self.ctx.clock("performance", "process_exit"):
+            candidate.kill()
+            candidate.close()
+        pacer = Pacer(secrets.randbits(63), self.names, tuple(self.baselines), TIMING_ROUNDS,
+                      FIRST_TIMED_CALL + TIMING_RULES[self.ctx.device].max_trials + 1)
+        msg = {"cmd": "time", "baselines": self.baselines, "share": share, "round": TIMING_ROUNDS,
+               "ring_bytes": self.ring_bytes, "record": False}
+        reply = self._call(reference, "reference", msg, deadline, pacer)
+        self._call(reference, "reference", {"cmd": "drop"}, deadline)
+        self.ctx.watch(reference, "the clean command")
+        found: dict[str, Any] = {"pair": pair_index}
+        for b in self.baselines:
+            times = [as_float(t) for t in reply["timing"][b]["times_ms"]]
+            beside = self.pair_reference.get(b) or []
+            clean_ms = statistics.median(times) if times else None
+            found[b] = {"beside_ms": [round(t, 5) for t in beside],
+                        "clean_ms": round(clean_ms, 5) if clean_ms is not None else None,
+                        "ratio": round(min(beside) / clean_ms, 4) if beside and clean_ms else None}
+        self.reference_clean.append(found)
+
+    def _judge_reference_clean(self) -> None:
+        """``timing_ms.reference_clean``: every clean command's findings (``_clean_reference``). On a GPU a ratio
+        above ``REFERENCE_CLEAN_MAX`` in any pair and baseline is ``reference_slowed``, rejected: every command of the
+        reference beside the candidate's process ran slower than once that process was gone. The times are the
+        trusted reference worker's own. On the CPU recorded only (``flagged`` None)."""
+        if not self.reference_clean:
+            return
+        ratios = [v["ratio"] for found in self.reference_clean for b, v in found.items()
+                  if b != "pair" and v["ratio"] is not None]
+        flagged = None
+        if self.ctx.device != "cpu":
+            flagged = any(r > REFERENCE_CLEAN_MAX for r in ratios)
+            if flagged:
+                self.ev.see("reference_slowed")
+        self.draft.timing_ms["reference_clean"] = {"pairs": self.reference_clean, "allowed_ratio": REFERENCE_CLEAN_MAX,
+                                                   "flagged": flagged}
 
     def _measure_first(self, workers: dict[str, Worker], memory_peaks: dict[str, Any], exiting: list[Worker],
                        deadline: float) -> bool:
@@ -1165,6 +1221,14 @@ class PerformanceStage:
             return {}
         entries = {b: self._cache().get(self._cache_key(b)) for b in baselines}
         return entries if all(entries.values()) else {}
+
+
+def clean_reference_on(option: bool | None, device: str) -> bool:
+    """Whether each pair's reference gets its clean command: ``option`` (``EvalOptions.clean_reference``), or where
+    it is None the device's default (``CLEAN_REFERENCE_DEFAULT``)."""
+    if option is not None:
+        return option
+    return CLEAN_REFERENCE_DEFAULT.get("cuda" if device.startswith("cuda") else "cpu", False)
 
 
 def at_least_the_outputs(rise: int, output_bytes: int) -> int:
