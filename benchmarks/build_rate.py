@@ -17,6 +17,8 @@ in the summary), to show where a build's time goes.
 
 ``--pch on`` builds the precompiled ``torch/extension.h`` first (``kbv.eval.pch``; its time is reported apart, as
 a one-off per toolchain) so every build is offered it; ``--pch off`` builds without it; ``auto`` is kbv's default.
+Where it is offered, a CUDA source reads ``torch/types.h`` for ``torch/extension.h``; ``--device-header off`` reads
+``torch/extension.h`` itself (A/B of that on the same machine).
 """
 
 from __future__ import annotations
@@ -110,13 +112,16 @@ def main() -> int:
     ap.add_argument("--workers", type=int, default=0, help="concurrent builds (0: cores / 2, at least 1)")
     ap.add_argument("--pch", choices=("auto", "on", "off"), default="auto",
                     help="the precompiled torch/extension.h: built first (on), never (off), kbv's default (auto)")
+    ap.add_argument("--device-header", choices=("on", "off"), default="on",
+                    help="where the headers are offered, a CUDA source's torch/extension.h reads torch/types.h (on, "
+                         "kbv's default) or itself (off: KBV_DEVICE_HEADER=0)")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
     device = envinfo.resolve_device(args.device)
     workers = args.workers or max(1, envinfo.cpu_count() // 2)
     args.out.mkdir(parents=True, exist_ok=True)
     folder = Path(tempfile.mkdtemp(prefix="kbv-bench-build-"))
-    options = EvalOptions(device=device, build_timeout=600.0, pch=args.pch)
+    options = EvalOptions(device=device, build_timeout=600.0, pch=args.pch, device_header=args.device_header == "on")
     paths = candidates(device, args.n, folder)
     headers: dict = {}
     if args.pch == "on":
@@ -128,7 +133,8 @@ def main() -> int:
 
     cold_s, cold = build(paths, options, workers)
     failed = [str(r.failure.error.get("message", ""))[:300] if r.failure else "?" for r in cold.values() if not r.ok]
-    usage = {k: sum((r.headers or {}).get(k, 0) for r in cold.values()) for k in ("used", "not_used")}
+    usage = {k: sum((r.headers or {}).get(k, 0) for r in cold.values()) for k in ("used", "not_used", "device_header")}
+    usage["device_header_retries"] = sum(r.device_header_retry is not None for r in cold.values())
     print(f"cold: {len(cold)} builds, {len(failed)} failed, {cold_s:.1f} s, "
           f"{60 * len(cold) / cold_s:.1f} builds/min ({workers} at a time)", flush=True)
     steps = ninja_steps(paths, device, options.cache_dir)
@@ -154,7 +160,7 @@ def main() -> int:
     summary = {"device": device, "cpus": envinfo.cpu_count(), "workers": workers, "builds": len(cold),
                "failed": failed, "cold_seconds": round(cold_s, 2),
                "builds_per_minute": round(60 * len(cold) / cold_s, 2),
-               "pch": args.pch, "precompiled_headers": headers, "steps": steps, "extensions_with_headers": usage,
+               "pch": args.pch, "device_header": args.device_header, "precompiled_headers": headers, "steps": steps, "extensions_with_headers": usage,
                "cached_median_s": round(statistics.median(warm), 3), "cached_max_s": round(max(warm), 3),
                "concurrent_same_source": {"runners": len(both), "failed": collided,
                                           "seconds": [round(s, 2) for s, _ in both]}}

@@ -22,8 +22,8 @@ Stages (``--stages``, in this order; ``--smoke`` = env,build,pytest,examples and
   bench     benchmarks/pair_cost.py: the fixed cost of one pair (64x2048 ReLU) and the reward preset's
             evaluations per hour over level-1/2 KernelBench pairs (--bench-limit)
   builds    benchmarks/build_rate.py: distinct CUDA load_inline builds per minute (--builds-n), a cached
-            rebuild, two concurrent builds of one source; with the precompiled torch/extension.h and without
-            (--builds-pch)
+            rebuild, two concurrent builds of one source; with the precompiled torch/extension.h (and the CUDA
+            source's torch/types.h; on-full: torch/extension.h there too) and without (--builds-pch)
   vskb      benchmarks/vs_kernelbench.py: kbv and KernelBench's own harness on the same pairs (--vskb-pairs;
             KernelBench's code from --kb-peer, pydantic from carried wheels)
   overhead  benchmarks/trial_overhead.py: the parts of one timed trial's wall time, in-process, at two sizes
@@ -310,13 +310,16 @@ def stage_bench(out: Path, args: argparse.Namespace) -> None:
 
 def stage_builds(out: Path, args: argparse.Namespace) -> None:
     """benchmarks/build_rate.py: distinct CUDA load_inline builds per minute, a cached rebuild, concurrent builds
-    of one source; once for each of ``--builds-pch`` (the precompiled torch/extension.h built first, or not used)."""
+    of one source; once for each of ``--builds-pch`` (the precompiled torch/extension.h built first, or not used;
+    ``on-full``: built first, the CUDA source reading torch/extension.h itself, not torch/types.h)."""
     for mode in args.builds_pch.split(","):
+        pch_mode, _, header = mode.partition("-")
         log_path = out / f"builds-pch-{mode}.log"
         with log_path.open("w") as log:
             try:
                 subprocess.run([sys.executable, str(ROOT / "benchmarks" / "build_rate.py"), "--device", "cuda",
-                                "--n", str(args.builds_n), "--pch", mode, "--workers", str(args.builds_workers),
+                                "--n", str(args.builds_n), "--pch", pch_mode, "--workers", str(args.builds_workers),
+                                "--device-header", "off" if header == "full" else "on",
                                 "--out", str(out / f"builds-pch-{mode}")],
                                stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, timeout=600,
                                env={**os.environ, "KBV_CACHE_DIR": tempfile.mkdtemp(prefix=f"kbv-builds-{mode}-")})
@@ -447,9 +450,10 @@ def main() -> int:
     ap.add_argument("--builds-n", type=int, default=16, help="builds: distinct CUDA candidates to build")
     ap.add_argument("--builds-workers", type=int, default=0,
                     help="builds: concurrent builds (0: build_rate.py's default, the cores / 2)")
-    ap.add_argument("--builds-pch", default="on,off",
-                    help="builds: with the precompiled torch/extension.h (on: built first, timed apart), without "
-                         "(off), or both in turn (on,off)")
+    ap.add_argument("--builds-pch", default="on,on-full",
+                    help="builds: with the precompiled torch/extension.h (on: built first, timed apart; a CUDA "
+                         "source reads torch/types.h), the same with torch/extension.h in the CUDA source (on-full), "
+                         "without (off), or several in turn (on,on-full)")
     ap.add_argument("--gpu-share", type=int, default=1, help="bench: the reward batch's pairs in flight per GPU")
     ap.add_argument("--vskb-budget", type=float, default=None,
                     help="vskb: start no further pair after this many seconds (the rows so far are kept)")

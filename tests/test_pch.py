@@ -4,7 +4,9 @@ where a candidate's worker can read it and not write it."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
 import tempfile
 import uuid
 from pathlib import Path
@@ -82,7 +84,9 @@ def test_usage_is_read_from_the_marker_in_each_object(tmp_path: Path) -> None:
     for name, data in objects.items():
         (tmp_path / "ext" / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / "ext" / name).write_bytes(data)
-    assert pch.used(tmp_path / "ext", where) == {"used": 2, "not_used": 1}
+    assert pch.used(tmp_path / "ext", where) == {"used": 2, "not_used": 1, "device_header": 0}
+    (tmp_path / "ext" / "d" / "d.so").write_bytes(b"/c/pch/.k1.x/torch/extension.h\x00" + pch.DEVICE_TAG.encode())
+    assert pch.used(tmp_path / "ext", where) == {"used": 2, "not_used": 1, "device_header": 1}
 
 
 def test_kbv_pch_is_validated() -> None:
@@ -165,6 +169,107 @@ def test_a_cpp_candidate_builds_with_the_precompiled_header(kbv_cache_dir: Path)
                              + f"# {uuid.uuid4()}\n")  # a fresh build every run (the sandbox's build root persists)
         record = evaluate(RELU, candidate, EvalOptions(device="cpu", timeout=60.0, trials=1, protocol="verified"))
         assert record.verdict == "correct", (record.error or {}).get("message")
-        assert record.env.get("precompiled_header") == {"used": 1, "not_used": 0}
+        assert record.env.get("precompiled_header") == {"used": 1, "not_used": 0, "device_header": 0}  # C++: no CUDA
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _fake_torch(root: Path) -> Path:
+    """A torch header folder whose two headers the wrapper may include say which they are."""
+    (root / pch.WRAPPER).parent.mkdir(parents=True)
+    (root / pch.WRAPPER).write_text("int kbv_read_torch_extension_h;\n")
+    (root / pch.DEVICE_HEADER).parent.mkdir(parents=True)
+    (root / pch.DEVICE_HEADER).write_text("int kbv_read_torch_types_h;\n")
+    return root
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no g++")
+@pytest.mark.parametrize("macros, reads", [
+    ([], "extension"),  # main.cpp (g++): torch/extension.h, as the precompiled header was made from
+    (["__CUDACC__"], "types"),  # a CUDA source (nvcc defines __CUDACC__ in every pass): torch/types.h
+    (["__CUDACC__", pch.FULL_HEADER_MACRO], "extension"),  # a CUDA source made again after a failure
+])
+def test_the_wrapper_gives_a_cuda_source_torch_types_h(tmp_path: Path, macros: list[str], reads: str) -> None:
+    """Issue 13 (builds): torch's own header is most of a CUDA source's nvcc time (77.5 against 33.2 s for one
+    kernel, docs/results/cpu-2026-12-06-b); the wrapper that CPATH finds first gives a CUDA source torch/types.h,
+    which load_inline already puts first in every CUDA source, unless FULL_HEADER_MACRO is defined; main.cpp reads
+    torch/extension.h. Each branch leaves its marker."""
+    include = _fake_torch(tmp_path / "torch_include")
+    headers = tmp_path / "headers"
+    (headers / pch.WRAPPER).parent.mkdir(parents=True)
+    (headers / pch.WRAPPER).write_text(pch.wrapper_text(include))
+    source = tmp_path / "cuda.cu.cpp"
+    source.write_text("#include <torch/extension.h>\n#include <torch/extension.h>\n")  # twice: guarded
+    out = subprocess.run(["g++", "-E", "-P", *(f"-D{m}" for m in macros), str(source)], capture_output=True,
+                         text=True, env={**os.environ, "CPATH": str(headers)}, check=True).stdout
+    assert out.count("kbv_read_torch_types_h") == (reads == "types")
+    assert out.count("kbv_read_torch_extension_h") == (reads == "extension")
+    assert (pch.DEVICE_TAG in out) is (reads == "types") and ("kbv_precompiled_header_" in out) is (reads != "types")
+
+
+def test_a_full_header_build_appends_the_macro_to_nvccs_own_flags(monkeypatch, tmp_path: Path) -> None:
+    """``device_header`` off (KBV_DEVICE_HEADER=0, or a build made again): where the headers are offered, the
+    worker's NVCC_APPEND_FLAGS gains FULL_HEADER_MACRO after whatever flags the user gave nvcc; on, or where the
+    headers are not offered, nothing is added."""
+    from kbv.eval import workspace
+    from kbv.problems.candidates import Candidate
+
+    where = _fake_ready(tmp_path)
+    cand = tmp_path / "c.py"
+    cand.write_text("")
+    candidate = Candidate.from_path(cand)
+    monkeypatch.setenv("NVCC_APPEND_FLAGS", "-lineinfo")
+    for device_header, offered, want in [(False, where, "-lineinfo -DKBV_FULL_TORCH_HEADER"), (True, where, None),
+                                         (False, None, None)]:
+        monkeypatch.setattr(pch, "offered", lambda options, device, w=offered: w)
+        options = EvalOptions(device="cpu", cache_dir=tmp_path, device_header=device_header)
+        env = workspace._candidate_env(candidate, "cuda", None, options, tmp_path)
+        assert env.get("NVCC_APPEND_FLAGS") == want, (device_header, offered, env)
+        assert ("CPATH" in env) is (offered is not None)
+    monkeypatch.delenv("NVCC_APPEND_FLAGS")
+    assert pch.full_header_env({}) == {"NVCC_APPEND_FLAGS": "-DKBV_FULL_TORCH_HEADER"}
+
+
+@pytest.mark.parametrize("case", ["retried", "ok", "cpu", "timeout", "off", "not_offered", "no_cuda_sources",
+                                  "both_fail"])
+def test_a_cuda_build_that_fails_with_torch_types_h_is_made_again_with_torch_extension_h(
+        monkeypatch, tmp_path: Path, case: str) -> None:
+    """A CUDA source that needs more of torch than torch/types.h (torch::nn, pybind11) fails to compile with the
+    wrapper's CUDA branch: the build is made once more with FULL_HEADER_MACRO (``device_header`` off), and that
+    outcome is the build's, its error too where it fails again; the record keeps the first attempt's seconds and
+    message (``env.device_header_retry``). No second build where the first succeeded, timed out, ran on the CPU,
+    had the branch off or the headers not offered, or has no CUDA sources."""
+    from kbv.eval import pair as pair_mod
+    from kbv.eval.evidence import Failure
+    from kbv.problems import load_problem
+    from kbv.problems.candidates import Candidate
+
+    cand = tmp_path / "c.py"
+    cand.write_text("cuda_sources = '...'\n" if case != "no_cuda_sources" else "cpp_sources = '...'\n")
+    calls: list[bool] = []
+
+    def failed(kind: str, message: str) -> pair_mod.CompileResult:
+        return pair_mod.CompileResult(ok=False, seconds=2.0, failure=Failure("compile", "candidate", kind,
+                                                                             {"message": message}))
+
+    def fake_compile(problem, candidate, options, device, gpu):
+        calls.append(options.device_header)
+        if case == "ok":
+            return pair_mod.CompileResult(ok=True, seconds=1.0)
+        if options.device_header:
+            return failed("timeout" if case == "timeout" else "build", "namespace torch has no member nn")
+        return failed("build", "a real error") if case == "both_fail" else pair_mod.CompileResult(ok=True, seconds=3.0)
+
+    monkeypatch.setattr(pair_mod, "_compile", fake_compile)
+    monkeypatch.setattr(pch, "offered", lambda options, device: None if case == "not_offered" else tmp_path)
+    options = EvalOptions(device="cpu", cache_dir=tmp_path, device_header=case != "off")
+    device = "cpu" if case == "cpu" else "cuda"
+    result = pair_mod.compile_candidate(load_problem(RELU), Candidate.from_path(cand), options, device)
+    if case in ("retried", "both_fail"):
+        assert calls == [True, False]
+        assert result.ok is (case == "retried") and result.seconds == (5.0 if case == "retried" else 4.0)
+        assert result.device_header_retry == {"seconds": 2.0, "message": "namespace torch has no member nn"}
+        if case == "both_fail":
+            assert result.error["message"] == "a real error"
+    else:
+        assert calls == [case != "off"] and result.device_header_retry is None

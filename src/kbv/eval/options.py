@@ -80,6 +80,9 @@ class EvalOptions:
     # a precompiled torch/extension.h for load_inline builds (kbv.eval.pch): auto (built for PCH_MIN_BUILDS builds
     # in one run, then offered to every build), on (built for one), off (neither built nor offered); KBV_PCH sets it
     pch: str = field(default_factory=lambda: os.environ.get("KBV_PCH", "auto"))
+    # where those headers are offered, a CUDA source's torch/extension.h reads torch/types.h (kbv.eval.pch; a build
+    # that fails with it is made again without); KBV_DEVICE_HEADER=0 reads torch/extension.h itself
+    device_header: bool = field(default_factory=lambda: os.environ.get("KBV_DEVICE_HEADER", "1") != "0")
 
     def __post_init__(self) -> None:
         self.cache_dir = Path(self.cache_dir)  # a str from Python callers works as from the command line

@@ -15,7 +15,7 @@ import traceback
 from concurrent import futures
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any, Callable
@@ -57,6 +57,9 @@ class CompileResult:
     # a build made with the precompiled torch/extension.h offered (kbv.eval.pch): its extensions that used it and
     # those whose flags matched no variant (None: not offered, or nothing compiled here)
     headers: dict[str, int] | None = None
+    # the build failed with the CUDA source reading torch/types.h and was made again with torch/extension.h
+    # (``compile_candidate``): the first attempt's seconds and error message (None where it was made once)
+    device_header_retry: dict[str, Any] | None = None
 
     @property
     def verdict(self) -> str:
@@ -272,6 +275,8 @@ class PairEvaluation:
             draft.wall_seconds["compile"] = round(compiled.seconds, 3)
             if compiled.headers is not None:
                 draft.env["precompiled_header"] = compiled.headers
+            if compiled.device_header_retry is not None:
+                draft.env["device_header_retry"] = compiled.device_header_retry
             ev.compiled, ev.problem_failed = compiled.ok, compiled.problem_failed
             if compiled.failure is not None:
                 ev.fail(compiled.failure)
@@ -422,7 +427,30 @@ def compile_candidate(problem: Problem, candidate: Candidate, options: EvalOptio
     with build_guard(candidate, device, options.cache_dir):  # one compile of a source at a time on this machine
         discard_torn_builds(candidate, device, options.cache_dir)  # an interrupted earlier build is not reused
         clear_stale_build_locks(candidate, device, options.cache_dir)  # nor a lock a killed process left
-        return _compile(problem, candidate, options, device, gpu)
+        result = _compile(problem, candidate, options, device, gpu)
+        if not _device_header_may_have_failed(result, candidate, options, device):
+            return result
+        # the CUDA source read torch/types.h for torch/extension.h (kbv.eval.pch) and the build failed: made
+        # again with torch/extension.h itself, and its outcome (and its error, if it fails too) is the build's
+        again = _compile(problem, candidate, replace(options, device_header=False), device, gpu)
+        first = (result.error or {}).get("message", "")
+        return replace(again, seconds=result.seconds + again.seconds,
+                       device_header_retry={"seconds": round(result.seconds, 2), "message": str(first)[:300]})
+
+
+def _device_header_may_have_failed(result: CompileResult, candidate: Candidate, options: EvalOptions,
+                                   device: str) -> bool:
+    """Whether a failed build may owe its failure to the CUDA source's ``torch/types.h`` (``kbv.eval.pch``): a build
+    error (not a timeout or a problem that failed to load) of a candidate with CUDA sources, on a GPU, with the
+    headers offered and ``device_header`` on."""
+    if result.ok or result.problem_failed or result.failure is None or result.failure.kind != "build":
+        return False
+    if device == "cpu" or not options.device_header or pch.offered(options, device) is None:
+        return False
+    try:
+        return "cuda_sources" in candidate.path.read_text(errors="replace")
+    except OSError:
+        return False
 
 
 def _compile(problem: Problem, candidate: Candidate, options: EvalOptions, device: str,

@@ -16,6 +16,16 @@ string, ``MARKER``, by which ``used`` tells the two apart afterwards). It is off
 workers that run as the sandbox user, who can read it (bound back read-only into the covered cache,
 ``kbv.worker.confine.hide``) but not write it: a worker that could would change what later candidates' builds
 include.
+
+The same wrapper serves the extension's CUDA source, which nvcc cannot precompile: there (``__CUDACC__``) it
+includes ``torch/types.h`` instead, the tensor and factory API a kernel's host function uses, without torch's C++
+frontend and Python bindings, which make most of the 75 CPU-seconds nvcc spends on a CUDA source that includes
+``torch/extension.h`` (docs/results/cpu-2026-12-06-b: 77.5 against 33.2 s for one ReLU kernel). ``torch/types.h``
+is what ``torch/extension.h`` itself includes for every name in ``torch::`` that a kernel's host code calls (the
+rest adds namespaces of its own: ``torch::nn``, ``torch::cuda``, ``torch::autograd``, pybind11), so a source that
+compiles with it calls the same functions. A source that needs more fails to compile; its build is made again with
+``FULL_HEADER_MACRO`` defined for nvcc alone (``NVCC_APPEND_FLAGS``; ``kbv.eval.pair.compile_candidate``), where the
+wrapper includes ``torch/extension.h`` as before. ``DEVICE_MARKER`` tells afterwards which builds used it.
 """
 
 from __future__ import annotations
@@ -45,6 +55,23 @@ COMPLETE = "complete.json"
 # where the precompiled header was used, and the wrapper's own path where GCC read it as text (``used``)
 MARKER = "static const char kbv_precompiled_header_[] __attribute__((used)) = __FILE__;"
 BUILD_MEMORY = 3 * 2**30  # what one variant's compile may hold (2.1 GB measured on the CPU)
+DEVICE_HEADER = Path("torch/csrc/api/include/torch/types.h")  # what a CUDA source reads for torch/extension.h
+FULL_HEADER_MACRO = "KBV_FULL_TORCH_HEADER"  # defined for nvcc: the CUDA source reads torch/extension.h itself
+# in every CUDA object compiled from the wrapper's CUDA branch (``used``)
+DEVICE_TAG = "kbv-device-header:torch/types.h"
+DEVICE_MARKER = f'static const char kbv_device_header_[] __attribute__((used)) = "{DEVICE_TAG}";'
+WRAPPER_VERSION = 2  # part of the folder's key: a wrapper written by an older kbv is not reused
+
+
+def wrapper_text(include: Path) -> str:
+    """The wrapper ``torch/extension.h``: torch's own (``include`` is torch's header folder), or in a CUDA source
+    (unless ``FULL_HEADER_MACRO`` is defined) ``torch/types.h``, each with its marker."""
+    return (f"#ifndef KBV_PRECOMPILED_HEADER_\n#define KBV_PRECOMPILED_HEADER_\n"
+            f"#if defined(__CUDACC__) && !defined({FULL_HEADER_MACRO})\n"
+            f'#include "{include / DEVICE_HEADER}"\n{DEVICE_MARKER}\n'
+            f"#else\n"
+            f'#include "{include / WRAPPER}"\n{MARKER}\n'
+            f"#endif\n#endif\n")
 
 
 def _torch_include() -> Path:
@@ -58,7 +85,7 @@ def folder(cache_dir: Path, device: str) -> Path:
     """Where this toolchain's headers live: keyed by the toolchain and by torch's headers as installed."""
     header = _torch_include() / "torch" / "extension.h"
     stamp = header.stat().st_mtime_ns if header.exists() else 0
-    key = hashlib.sha256(f"{envinfo.toolchain_id(device)}|{header}|{stamp}".encode()).hexdigest()[:24]
+    key = hashlib.sha256(f"{envinfo.toolchain_id(device)}|{header}|{stamp}|{WRAPPER_VERSION}".encode()).hexdigest()[:24]
     return Path(cache_dir) / "pch" / key
 
 
@@ -143,8 +170,7 @@ def _build_into(work: Path, final: Path, device: str) -> dict[str, Any]:
     if not sets:
         return {"error": "torch wrote no build file to read the flags from"}
     (work / WRAPPER).parent.mkdir(parents=True)
-    (work / WRAPPER).write_text(f'#ifndef KBV_PRECOMPILED_HEADER_\n#define KBV_PRECOMPILED_HEADER_\n'
-                                f'#include "{_torch_include() / WRAPPER}"\n{MARKER}\n#endif\n')
+    (work / WRAPPER).write_text(wrapper_text(_torch_include()))
     (work / f"{WRAPPER}.gch").mkdir()
 
     def compile_one(i: int) -> dict[str, Any]:
@@ -208,14 +234,18 @@ def wanted(sources: Iterable[str], options: EvalOptions, device: str) -> bool:
 def used(extensions_dir: Path, where: Path) -> dict[str, int]:
     """For a build made with the headers offered: how many of its extensions compiled ``main.cpp`` with the
     precompiled header (``used``) and how many read the wrapper as text instead (their flags matched no variant),
-    told apart by the path ``MARKER`` left in each ``main.o`` (or, where torch kept no objects, the library)."""
+    told apart by the path ``MARKER`` left in each ``main.o`` (or, where torch kept no objects, the library); and how
+    many compiled their CUDA source with ``torch/types.h`` (``device_header``: ``DEVICE_MARKER`` in the library)."""
     try:
         done = json.loads((where / COMPLETE).read_text())
         built_from, wrapper = os.fsencode(done["built_from"]), os.fsencode(done["wrapper"])
     except (OSError, ValueError, KeyError, TypeError):
-        return {"used": 0, "not_used": 0}
-    counts = {"used": 0, "not_used": 0}
+        return {"used": 0, "not_used": 0, "device_header": 0}
+    counts = {"used": 0, "not_used": 0, "device_header": 0}
+    device = DEVICE_TAG.encode()
     for ext in sorted(p for p in Path(extensions_dir).glob("*") if p.is_dir()):
+        if any(device in _read(obj) for obj in sorted(ext.glob("*.so"))):
+            counts["device_header"] += 1
         for obj in [ext / "main.o", *sorted(ext.glob("*.so"))]:
             try:
                 data = obj.read_bytes()
@@ -225,3 +255,17 @@ def used(extensions_dir: Path, where: Path) -> dict[str, int]:
                 counts["used" if built_from in data else "not_used"] += 1
                 break
     return counts
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return b""
+
+
+def full_header_env(environ: dict[str, str]) -> dict[str, str]:
+    """What a build's environment adds so that its CUDA source reads ``torch/extension.h`` itself
+    (``FULL_HEADER_MACRO`` appended to whatever ``NVCC_APPEND_FLAGS`` the worker inherits)."""
+    flags = " ".join(f for f in (environ.get("NVCC_APPEND_FLAGS", ""), f"-D{FULL_HEADER_MACRO}") if f)
+    return {"NVCC_APPEND_FLAGS": flags}

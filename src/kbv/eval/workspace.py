@@ -51,6 +51,8 @@ def _candidate_env(candidate: Candidate, device: str, gpu: int | None, options: 
     headers = pch.offered(options, device)
     if headers is not None:  # searched before torch's own headers: its precompiled torch/extension.h
         env["CPATH"] = str(headers)
+        if device != "cpu" and not options.device_header:  # the CUDA source reads torch/extension.h itself
+            env |= pch.full_header_env(dict(os.environ))
     return env
 
 
