@@ -1121,10 +1121,12 @@ def numbered(fake, monkeypatch) -> type[_Numbered]:
 
 def test_later_pairs_start_ahead_while_the_first_pair_exits(numbered, tmp_path) -> None:
     """Issue 13: the timing stage's workers start together. The first pair's two processes start at once; every
-    later pair's workers start and are set up, in threads, only once the first pair is timed and its workers asked
-    to exit (no later pair's worker exists while the first pair's memory is measured or it is timed), and the first
-    pair's workers are gone before the second pair is timed; no worker serves two pairs, and every one is gone once
-    the run waits for the last pair's (retired: ``launch.wait_retired``)."""
+    later pair's workers start, in threads, only once the first pair is timed and its workers asked to exit (no
+    later pair's worker exists while the first pair's memory is measured or it is timed), and the first pair's
+    workers are gone before the second pair is timed; no worker serves two pairs, and every one is gone once the
+    run waits for the last pair's (retired: ``launch.wait_retired``). Issue 12: each is set up (its candidate's code
+    loaded) only when its pair is due, never while an earlier pair is timed, where it would run unstopped beside
+    that pair's timing and its clean command."""
     ctx = context(tmp_path, lend_timed=False, timing_pairs=3, protocol="verified")
     performance.PerformanceStage(ctx).run()
     launch.wait_retired()
@@ -1134,7 +1136,11 @@ def test_later_pairs_start_ahead_while_the_first_pair_exits(numbered, tmp_path) 
     first_pair_done = max(i for i, (e, n, _) in enumerate(events) if n in (0, 1) and e in ("time", "kept", "burst"))
     second_pair_timed = min(i for i, (e, n, _) in enumerate(events) if e == "time" and n in (2, 3))
     for later in range(2, 6):
-        assert first_pair_done < at[("asked", 0)] < at[("start", later)] < at[("setup", later)] < second_pair_timed
+        assert first_pair_done < at[("asked", 0)] < at[("start", later)] < second_pair_timed
+        pair = later // 2  # set up once the pair before it is done with every command, before its own timing
+        earlier_done = max(i for i, (e, n, _) in enumerate(events) if n // 2 == pair - 1 and e not in ("asked", "gone"))
+        own_timed = min(i for i, (e, n, _) in enumerate(events) if e == "time" and n // 2 == pair)
+        assert earlier_done < at[("setup", later)] < own_timed, (later, events)
     assert at[("gone", 0)] < second_pair_timed and at[("gone", 1)] < second_pair_timed
     timed = {n for e, n, _ in events if e == "time"}
     assert timed == set(range(6))
@@ -1145,15 +1151,16 @@ def test_later_pairs_start_ahead_while_the_first_pair_exits(numbered, tmp_path) 
 
 
 def test_a_later_pairs_failure_closes_every_worker_started_ahead(numbered, tmp_path) -> None:
-    """A candidate worker of a later pair that dies while set up ahead fails the stage for the candidate, and every
-    worker started (the first pair's and the other later ones) is closed; no later pair is timed."""
+    """A candidate worker of a later pair that dies at its setup (when its pair is due) fails the stage for the
+    candidate, and every worker started (the earlier pairs' and the other later ones) is closed; that pair and the
+    ones after it are not timed."""
     numbered.fail = ("candidate", "setup", 4)  # the third pair's candidate
     ctx = context(tmp_path, lend_timed=False, timing_pairs=3, protocol="verified")
     performance.PerformanceStage(ctx).run()
     launch.wait_retired()
     events = numbered.events
     assert ctx.evidence.failures and ctx.evidence.failures[0].role == "candidate"
-    assert {n for e, n, _ in events if e == "time"} == {0, 1}
+    assert {n for e, n, _ in events if e == "time"} == {0, 1, 2, 3}
     assert {n for e, n, _ in events if e == "gone"} == set(range(6))
 
 

@@ -305,7 +305,9 @@ class PerformanceStage:
         # Started ahead (options.start_ahead): every pair's workers while correctness ran (``start_early``), idle and
         # with no candidate code until set up here, pair by pair. Where that did not happen: the first pair's two
         # processes together, then, once the first pair is timed and its workers asked to exit, every later pair's
-        # workers together, started and set up while those exit.
+        # workers together, started while those exit and set up, like the early ones, only when their pair is due: a
+        # later pair's candidate with its code loaded would sit unstopped beside an earlier pair's timing, its clean
+        # command included.
         ahead: list[dict[str, Worker]] = [{} for _ in range(n_pairs)]
         timing = (cached, seed, share, deadline, samples, warmups, flags, wall)
         beside = place is not None and (ctx.device == "cpu" or devmem.available())
@@ -331,12 +333,12 @@ class PerformanceStage:
                         # candidate code (or does not exist yet): device memory in use is counted for the whole GPU,
                         # from a baseline each worker takes at its setup (on the H200 a candidate set up beside a
                         # measured reference counted the reference's as its own).
-                        set_up = first_set_up if pair_index == 0 else not options.start_ahead or early is not None
+                        set_up = first_set_up if pair_index == 0 else True
                         self._pair(pair_index, ahead[pair_index], set_up, memory_peaks, exiting, timing)
                         if self.truncated:
                             break
                         if pair_index == 0 and options.start_ahead and n_pairs > 1 and early is None:
-                            ahead[1:] = self._start_ahead(range(1, n_pairs), deadline, set_up=True)
+                            ahead[1:] = self._start_ahead(range(1, n_pairs), deadline, set_up=False)
                     if n_pairs == 1 and not self.truncated and any(
                             v["flagged"] for v in self._untimed_found(samples).values()):
                         # One process pair said untimed_work: it counts only if a second, fresh pair says it too
