@@ -79,12 +79,14 @@ def test_gpu_work_while_idle_is_stopped_with_the_idle_worker(gpu_corpus: dict[st
     """Issue 12: a candidate whose thread launches matmuls onto the GPU whenever the reference is timed cannot,
     since its worker's processes are stopped while the reference is timed (``kbv.sandbox.freeze``): its CPU clock
     while idle stays within the rule's slack, and its speedup is no gain. The driver's utilisation samples of its
-    idle worker are recorded beside it (recorded only)."""
+    idle worker are recorded beside it (recorded only). Work it queued in the instant before its stop would slow
+    the reference's commands beside it but not the clean one: no gain, or ``reference_slowed``."""
     record = record_of(gpu_corpus, "cuda_idle_gpu_load")
     idle = record["timing_ms"]["idle_cpu"]
     assert not idle["flagged"] and idle["cpu_ms"]["candidate"] <= idle["allowed_ms"], idle
     assert record["timing_ms"]["idle_gpu"]["flagged"] is None  # recorded only
-    assert record["speedup"]["verified"]["value"] < 1.5, record["speedup"]
+    assert record["speedup"]["verified"]["value"] < 1.5 or (
+        record["verdict"] == "rejected" and "reference_slowed" in record["flags"]), record["speedup"]
     honest = record_of(gpu_corpus, "cuda_example_triton_gelu")["timing_ms"]["idle_cpu"]
     assert not honest["flagged"], honest
 
