@@ -2512,6 +2512,28 @@ def test_a_reference_slowed_beside_the_candidates_process_is_rejected_against_it
         assert "reference_slowed" not in run().evidence.observed and put
 
 
+def test_the_clean_command_reads_its_inputs_as_the_pairs_other_commands_did(fake, tmp_path) -> None:
+    """Where the pair's timed inputs are lent (the CPU's default), the clean command's come from the reference's
+    same slot, filled by the lender: on the CPU the reference read its clean command 1.05-3.33x faster than its
+    commands beside the candidate when it drew its own inputs there, 0.59-1.14 lent
+    (docs/results/cpu-2026-12-06-b)."""
+    current: list[int] = []
+    fills: dict[int, int] = {}
+
+    def reference(msg: dict[str, Any]) -> dict[str, Any]:
+        if msg["cmd"] == "time":
+            current[:] = [msg["round"]]
+        if msg["cmd"] == "fill" and msg.get("seed") is not None and current:  # the lender, filling a slot
+            fills[current[0]] = fills.get(current[0], 0) + 1
+        return timing_script(1.0, 0.0)(msg)
+
+    fake.scripts = {"reference": reference, "candidate": timing_script(1.0, 0.0)}
+    ctx = context(tmp_path, timing_pairs=1, protocol="verified", lend_timed=True, clean_reference=True)
+    performance.PerformanceStage(ctx).run()
+    assert ctx.draft.timing_ms["reference_clean"]["pairs"][0]["verified"]["clean_ms"] == 1.0
+    assert fills.get(TIMING_ROUNDS, 0) >= 20  # every timed call of the clean command, lent
+
+
 def test_a_cached_references_short_remeasure_gets_no_clean_command(fake, monkeypatch, tmp_path) -> None:
     """A cached reference time (the reward preset) is not measured beside this candidate, so its pair needs no
     clean command: the candidate's worker is asked to exit as usual, never killed, and the reference is timed once

@@ -160,6 +160,7 @@ class PerformanceStage:
         self.pair_reference: dict[str, list[float]] = {}
         self.clean = clean_reference_on(ctx.options.clean_reference, ctx.device)
         self.reference_clean: list[dict[str, Any]] = []
+        self.pair_loans: dict[str, TimedLoan] = {}  # the current pair's (``_time_pair``)
         # on a GPU: per role, the driver's utilisation samples of its worker while the other role was timed
         # samples, most SM %, commands read over and the samples that saw SM use; None once NVML could not be
         # asked (timing_ms.idle_gpu)
@@ -499,6 +500,7 @@ class PerformanceStage:
         else:
             loans = {role: TimedLoan(role, _no_lender, _no_lender, reason=self.lend_reason) for role in roles}
         self.pair_reference = {b: [] for b in baselines}
+        self.pair_loans = loans  # the reference's slot serves its clean command too (``_clean_reference``)
         try:
             for role in roles:
                 for b in baselines:
@@ -938,19 +940,26 @@ class PerformanceStage:
                          deadline: float) -> None:
         """The pair's clean command: the candidate's processes killed and waited for (the device work they queued
         ends with their context: stopping them would not have stopped it), then one more timing command of the
-        reference, as its others in the pair (its share, its kept outputs dropped after; unrecorded, its inputs its
-        own). Per baseline, the least median of the pair's reference commands beside the candidate over the clean
+        reference, as its others in the pair (its share, its kept outputs dropped after, its inputs lent where the
+        pair's were, from the same slot; unrecorded). Per baseline, the least median of the pair's reference commands beside the candidate over the clean
         command's median is ``ratio`` (``timing_ms.reference_clean``, judged in
         ``_judge_reference_clean``). The clean times enter no speedup: they are not interleaved with the
         candidate's."""
         with self.ctx.clock("performance", "process_exit"):
             candidate.kill()
             candidate.close()
+        loan = self.pair_loans.get("reference")
+        lent = loan is not None and loan.lent
         pacer = Pacer(secrets.randbits(63), self.names, tuple(self.baselines), TIMING_ROUNDS,
-                      FIRST_TIMED_CALL + TIMING_RULES[self.ctx.device].max_trials + 1)
+                      FIRST_TIMED_CALL + TIMING_RULES[self.ctx.device].max_trials + 1,
+                      fill=loan.filler(TIMING_ROUNDS) if loan is not None and lent else None)
         msg = {"cmd": "time", "baselines": self.baselines, "share": share, "round": TIMING_ROUNDS,
                "ring_bytes": self.ring_bytes, "record": False}
         reply = self._call(reference, "reference", msg, deadline, pacer)
+        if pacer.fill_error is not None:  # the lender failed while filling the slot
+            raise pacer.fill_error
+        if loan is not None and lent:
+            loan.close_command()
         self._call(reference, "reference", {"cmd": "drop"}, deadline)
         self.ctx.watch(reference, "the clean command")
         found: dict[str, Any] = {"pair": pair_index}
