@@ -1137,15 +1137,21 @@ def test_later_pairs_start_ahead_while_the_first_pair_exits(numbered, tmp_path) 
     second_pair_timed = min(i for i, (e, n, _) in enumerate(events) if e == "time" and n in (2, 3))
     for later in range(2, 6):
         assert first_pair_done < at[("asked", 0)] < at[("start", later)] < second_pair_timed
-        pair = later // 2  # set up once the pair before it is done with every command, before its own timing
-        earlier_done = max(i for i, (e, n, _) in enumerate(events) if n // 2 == pair - 1 and e not in ("asked", "gone"))
-        own_timed = min(i for i, (e, n, _) in enumerate(events) if e == "time" and n // 2 == pair)
-        assert earlier_done < at[("setup", later)] < own_timed, (later, events)
+    # the later workers (numbered as their threads started) are set up pair by pair: reference, then candidate
+    later_setups = [n for e, n, _ in events if e == "setup" and n >= 2]
+    pairs = [{0, 1}, set(later_setups[0:2]), set(later_setups[2:4])]
+    assert sorted(later_setups) == [2, 3, 4, 5]
+    for k in (1, 2):  # each set up once the pair before it is done with every command, before its own timing
+        earlier_done = max(i for i, (e, n, _) in enumerate(events) if n in pairs[k - 1] and e not in ("asked", "gone"))
+        own_timed = min(i for i, (e, n, _) in enumerate(events) if e == "time" and n in pairs[k])
+        assert all(earlier_done < at[("setup", n)] < own_timed for n in pairs[k]), (k, events)
     assert at[("gone", 0)] < second_pair_timed and at[("gone", 1)] < second_pair_timed
     timed = {n for e, n, _ in events if e == "time"}
     assert timed == set(range(6))
-    pairs = [{n for e, n, _ in events if e == "time" and n in (2 * k, 2 * k + 1)} for k in range(3)]
-    assert all(len(p) == 2 for p in pairs)  # each pair's two workers, timed together, none in two pairs
+    for k in (1, 2):  # each pair's two workers timed together, between the pairs before and after it
+        first = min(i for i, (e, n, _) in enumerate(events) if e == "time" and n in pairs[k])
+        last = max(i for i, (e, n, _) in enumerate(events) if e == "time" and n in pairs[k - 1])
+        assert last < first
     assert {n for e, n, _ in events if e == "gone"} == set(range(6))
     assert "performance/start_ahead" in ctx.spent and "performance/process_start" not in ctx.spent
 
@@ -1160,7 +1166,10 @@ def test_a_later_pairs_failure_closes_every_worker_started_ahead(numbered, tmp_p
     launch.wait_retired()
     events = numbered.events
     assert ctx.evidence.failures and ctx.evidence.failures[0].role == "candidate"
-    assert {n for e, n, _ in events if e == "time"} == {0, 1, 2, 3}
+    later_setups = [(n, role) for e, n, role in events if e == "setup" and n >= 2]  # pair by pair, as they came due
+    pairs = [later_setups[i:i + 2] for i in range(0, len(later_setups), 2)]
+    failed = next(k for k, p in enumerate(pairs) if any(role == "candidate" and n >= 4 for n, role in p))
+    assert {n for e, n, _ in events if e == "time"} == {0, 1} | {n for p in pairs[:failed] for n, _ in p}
     assert {n for e, n, _ in events if e == "gone"} == set(range(6))
 
 
