@@ -3,6 +3,8 @@ the reference-timing cache, and the harness checking itself with the reference a
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from conftest import CANDIDATES, SUITE, problem_path
@@ -125,6 +127,8 @@ def test_several_process_pairs_pool_into_one_speedup() -> None:
         for baseline in ("standard", "verified"):
             assert len(pair[baseline]["beside_ms"]) == 4 and pair[baseline]["clean_ms"] > 0, pair
     assert record.verdict == "correct" and "reference_slowed" not in record.flags
+    # every sampler the parent started was stopped (each pair's lender is not sampled: it runs no candidate code)
+    assert not any("perf_event" in line for line in Path("/proc/self/maps").read_text().splitlines())
     assert len(record.timing_ms["candidate_standard"]["process_medians"]) == 3
     assert len(record.timing_ms["reference_verified"]["process_medians"]) == 3
     s = record.speedup["verified"]

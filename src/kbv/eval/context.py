@@ -297,7 +297,8 @@ class PairContext:
         if cpus and observe.pin(worker.pid, cpus) and not lender:
             self.draft.env.setdefault("resources", {"cpus": sorted(cpus),
                                                     "threads": self.options.resolved_threads(self.device)})
-        self._sample(worker, cpus)
+        if not lender:  # a lender runs no candidate code: nothing to sample (and no collect would stop it)
+            self._sample(worker, cpus)
         return worker
 
     def _sample(self, worker: Worker, cpus: set[int]) -> None:
