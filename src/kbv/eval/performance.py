@@ -925,6 +925,7 @@ class PerformanceStage:
                     if self.clean and not timing[0] and not self.truncated:  # the reference's times count
                         self._clean_reference(reference, candidate, pair_index, timing[2], deadline)
                 finally:
+                    self.pair_loans = {}  # the pair's slots, with their lender, end with it
                     if self.lender is not None:
                         self.lender.close(wait=False)
                         exiting.append(self.lender)
