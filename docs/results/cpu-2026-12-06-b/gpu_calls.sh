@@ -16,7 +16,9 @@ case $1 in
        KBV_PYTEST_TIMEOUT=300 g 310 c1py --stages pytest --pytest-k "adversarial_gpu or tf32 or load_inline"
      g "$(( $(left) - 5 ))" c1b --stages builds --builds-pch on,on-full --builds-n 24 ;;
   # the reward batch (timing_ms.reference_clean of 50 honest pairs: the honest ratio on a GPU), the fixed pair
-  2) g "$(( $(left) - 100 ))" c2r5 --stages bench --bench-runs reward --levels 1,2 --bench-ids 1:1-30,2:1-20 \
+  # with the clean command (the default) and without it: what it costs on a GPU
+  2) g "$(( $(left) - 190 ))" c2r5 --stages bench --bench-runs reward --levels 1,2 --bench-ids 1:1-30,2:1-20 \
        --bench-limit 50 --gpu-share 5
-     g 95 c2fx --stages bench --bench-runs fixed ;;
+     g 95 c2fx --stages bench --bench-runs fixed
+     KBV_CLEAN_REFERENCE=0 g 90 c2fx0 --stages bench --bench-runs fixed ;;
 esac
