@@ -2,13 +2,7 @@
 # The next session's device calls (NOT RUN in this session: its device time was spent), from the repository root as
 # `bash docs/results/cpu-2026-12-06-b/gpu_calls.sh N [limit]` with .kb and .whl carried. Each step streams into
 # $OUT/consoleN.log and packs its --out. Put the results in a folder named after the card that came.
-export PYTHONPATH=$PWD/src:/tmp/site PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl > /dev/null 2>&1
-S=$SECONDS; C=$OUT/console$1.log; LIMIT=${2:-580}
-nvidia-smi --query-gpu=name,memory.total --format=csv >> $C 2>&1
-g() { local t=$1 tag=$2; shift 2; timeout "$t" python3 scripts/gpu_check.py "$@" --out /tmp/$tag --pack $OUT/$tag.tgz >> $C 2>&1
-      echo "== $tag rc=$? at $((SECONDS-S)) s" >> $C; }
-left() { echo $(( LIMIT - (SECONDS - S) )); }
+. scripts/device_calls.sh "$1" "$2"  # the wheels, the card, g and left
 case $1 in
   # the idle worker stopped, the synchronize before each reply and the clean command (issue 12), with the honest
   # controls; then CUDA builds with the CUDA source's torch/types.h and with torch/extension.h (issue 13)

@@ -2,13 +2,7 @@
 # This session's device calls, run from the repository root as `bash docs/results/<folder>/calls.sh N [limit]` with
 # .kb and .whl carried. Each step streams into $OUT/consoleN.log and packs its --out. The folder is renamed after the
 # card that came (its paths below are the only ones to follow).
-export PYTHONPATH=$PWD/src:/tmp/site PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl > /dev/null 2>&1
-S=$SECONDS; C=$OUT/console$1.log; LIMIT=${2:-580}
-nvidia-smi --query-gpu=name,memory.total --format=csv >> $C 2>&1
-g() { local t=$1 tag=$2; shift 2; timeout "$t" python3 scripts/gpu_check.py "$@" --out /tmp/$tag --pack $OUT/$tag.tgz >> $C 2>&1
-      echo "== $tag rc=$? at $((SECONDS-S)) s" >> $C; }
-left() { echo $(( LIMIT - (SECONDS - S) )); }
+. scripts/device_calls.sh "$1" "$2"  # the wheels, the card, g and left
 reward() { g "$1" "$2" --stages bench --bench-runs reward --levels 1,2 --bench-ids 1:1-30,2:1-20 --bench-limit 50 --gpu-share 5; }
 probe() { timeout 60 python3 docs/results/h200-2026-12-05-d/cupti_probe.py --out $OUT/cupti_probe.json > $OUT/cupti_probe.log 2>&1
           echo "== probe rc=$? at $((SECONDS-S)) s" >> $C; }

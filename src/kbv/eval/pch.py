@@ -244,13 +244,10 @@ def used(extensions_dir: Path, where: Path) -> dict[str, int]:
     counts = {"used": 0, "not_used": 0, "device_header": 0}
     device = DEVICE_TAG.encode()
     for ext in sorted(p for p in Path(extensions_dir).glob("*") if p.is_dir()):
-        if any(device in _read(obj) for obj in sorted(ext.glob("*.so"))):
+        libraries = [_read(obj) for obj in sorted(ext.glob("*.so"))]  # each read once
+        if any(device in data for data in libraries):
             counts["device_header"] += 1
-        for obj in [ext / "main.o", *sorted(ext.glob("*.so"))]:
-            try:
-                data = obj.read_bytes()
-            except OSError:
-                continue
+        for data in [_read(ext / "main.o"), *libraries]:
             if built_from in data or wrapper in data:
                 counts["used" if built_from in data else "not_used"] += 1
                 break

@@ -513,10 +513,7 @@ class PerformanceStage:
                 for role in order:
                     loan = loans[role]
                     lent = loan.lent  # its timed inputs from the lender's slot
-                    # the command's key stays here: each call's seed is handed over when the call is due
-                    pacer = Pacer(secrets.randbits(63), self.names, tuple(baselines), round_index,
-                                  FIRST_TIMED_CALL + TIMING_RULES[self.ctx.device].max_trials + 1,
-                                  fill=loan.filler(round_index) if lent else None)
+                    pacer = self._pacer(round_index, loan.filler(round_index) if lent else None)
                     msg: dict[str, Any] = {"cmd": "time", "baselines": baselines, "share": share,
                                            "round": round_index}
                     msg["ring_bytes"] = self.ring_bytes  # both roles keep every output: the same work and memory
@@ -631,6 +628,12 @@ class PerformanceStage:
         finally:
             self.ctx.collect(reference)
             self.ctx.collect(candidate)
+
+    def _pacer(self, round_index: int, fill: Any) -> Pacer:
+        """A timing command's pacer: its key stays here, each call's seed handed over when the call is due, its
+        inputs filled by the lender where ``fill`` is given (``TimedLoan.filler``)."""
+        return Pacer(secrets.randbits(63), self.names, tuple(self.baselines), round_index,
+                     FIRST_TIMED_CALL + TIMING_RULES[self.ctx.device].max_trials + 1, fill=fill)
 
     def _set_aside_if_slower(self, cached: dict[str, Any], samples: Samples) -> None:
         """After a cached reference's short re-measure (the first pair's first reference command): where, under any
@@ -949,17 +952,14 @@ class PerformanceStage:
         with self.ctx.clock("performance", "process_exit"):
             candidate.kill()
             candidate.close()
-        loan = self.pair_loans.get("reference")
-        lent = loan is not None and loan.lent
-        pacer = Pacer(secrets.randbits(63), self.names, tuple(self.baselines), TIMING_ROUNDS,
-                      FIRST_TIMED_CALL + TIMING_RULES[self.ctx.device].max_trials + 1,
-                      fill=loan.filler(TIMING_ROUNDS) if loan is not None and lent else None)
+        loan = self.pair_loans.get("reference")  # its filler is None, and close_command nothing, where not lent
+        pacer = self._pacer(TIMING_ROUNDS, loan.filler(TIMING_ROUNDS) if loan is not None else None)
         msg = {"cmd": "time", "baselines": self.baselines, "share": share, "round": TIMING_ROUNDS,
                "ring_bytes": self.ring_bytes, "record": False}
         reply = self._call(reference, "reference", msg, deadline, pacer)
         if pacer.fill_error is not None:  # the lender failed while filling the slot
             raise pacer.fill_error
-        if loan is not None and lent:
+        if loan is not None:
             loan.close_command()
         self._call(reference, "reference", {"cmd": "drop"}, deadline)
         self.ctx.watch(reference, "the clean command")

@@ -8,7 +8,8 @@ stops every process of the idle worker's tree (``SIGSTOP``, which no process can
 sends the other role its timing command, and lets them go on (``SIGCONT``) once that command has replied: no
 thread of the idle worker runs, so none can launch, while the other is timed. Both roles alike. Work the stopped
 process had already queued on a GPU still runs (stopping a process does not stop its kernels): that is left to the
-reference's own times (``reference_slowed``).
+reference's own times (``reference_slowed``: among them the clean command, timed once the candidate's processes
+have been killed, which does end their kernels; ``kbv.eval.performance``).
 """
 
 from __future__ import annotations
@@ -25,11 +26,8 @@ STOP_WAIT_S = 0.05  # how long to wait for every stopped process to read as stop
 
 
 def _state(pid: int) -> str | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0].decode()
-    except (OSError, IndexError):
-        return None
+    fields = observe.stat_fields(pid)
+    return fields[0].decode() if fields else None
 
 
 def _signal(pids: list[int], sig: int) -> None:

@@ -106,6 +106,16 @@ def snapshot(pid: int | None) -> Snapshot | None:
 _CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
+def stat_fields(pid: int) -> list[bytes] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name (the state first), or None where it cannot be
+    read (the process is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
 def cpu_ns(pid: int | None) -> int | None:
     """CPU time a worker's tree has used so far, in nanoseconds: each process's CPU clock (every thread it has run,
     ``clock_gettime`` on the process clock, nanosecond resolution) plus the children it has reaped (``cutime`` and
@@ -116,8 +126,9 @@ def cpu_ns(pid: int | None) -> int | None:
     for p in tree(pid):
         try:
             total += time.clock_gettime_ns(((~p) << 3) | 2)  # MAKE_PROCESS_CPUCLOCK(p, CPUCLOCK_SCHED)
-            with open(f"/proc/{p}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
+            fields = stat_fields(p)
+            if fields is None:
+                continue
             total += (int(fields[13]) + int(fields[14])) * 1_000_000_000 // _CLK_TCK
             seen = True
         except (OSError, ValueError, IndexError):
