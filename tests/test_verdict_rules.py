@@ -689,6 +689,67 @@ def test_a_far_slower_kernel_is_timed_once_and_bounded(fake, tmp_path) -> None:
     assert decide(ctx.evidence, RULES).flags == ["timing_truncated"]
 
 
+def test_a_cut_the_candidates_times_do_not_bear_out_is_refused(fake, tmp_path) -> None:
+    """Issue 12, rule 4: the cut is the candidate worker's word, and it skips the many-call checks (the burst, untimed
+    work) and ends the stage. A worker that says it cut its trials yet reports trials no slower than the reference
+    is refused: ``timing_ms.truncation_refused`` records it, no later command is offered the cut (no ``slow_ms``),
+    and every round, pair and the burst run as for any candidate. With the parent's confirmation switched off
+    (``TIMING_TRUNCATE_CONFIRM`` 0) the same worker ends the stage after one command, unchecked."""
+    times: list[dict[str, Any]] = []
+    calls: list[str] = []
+    inner = timing_script(1.0, 0.0, truncated=True)
+
+    def claims_a_cut(msg: dict[str, Any]) -> dict[str, Any]:
+        calls.append(msg["cmd"])
+        if msg["cmd"] == "time":
+            times.append(dict(msg))
+        return inner(msg)
+
+    def run() -> PairContext:
+        times.clear()
+        calls.clear()
+        fake.scripts = {"reference": timing_script(1.0, 0.0), "candidate": claims_a_cut}
+        ctx = context(tmp_path, timing_pairs=2, protocol="verified")
+        performance.PerformanceStage(ctx).run()
+        return ctx
+
+    ctx = run()
+    refused = ctx.draft.timing_ms["truncation_refused"]
+    assert refused == [{"pair": 0, "round": 0, "baseline": "verified",
+                        "slow_ms": pytest.approx(performance.TIMING_TRUNCATE_FACTOR), "fastest_ms": 1.0, "trials": 3}]
+    assert not ctx.evidence.timing_truncated and "timing_truncated" not in decide(ctx.evidence, RULES).flags
+    assert "slow_ms" in times[0] and not any("slow_ms" in m for m in times[1:])
+    assert len(times) == 2 * TIMING_ROUNDS and "burst" in calls
+    assert ctx.draft.speedup["verified"].get("bound") is None
+    original = performance.TIMING_TRUNCATE_CONFIRM
+    performance.TIMING_TRUNCATE_CONFIRM = 0.0
+    try:
+        off = run()
+    finally:
+        performance.TIMING_TRUNCATE_CONFIRM = original
+    assert off.evidence.timing_truncated and len(times) == 1 and "burst" not in calls
+
+
+def test_a_truncated_pair_still_gets_its_clean_command(fake, tmp_path) -> None:
+    """On the H100 a candidate whose thread queued GPU work after its replies was far slower in its own command
+    (cut: ``timing_truncated``) and slowed the reference's next one 6.5x; the clean command, skipped for a cut
+    pair, never saw it, and the record read ``correct`` at an upper bound of 6.46 (docs/results/h100-2026-12-06-b).
+    A cut pair is now cleaned as any other: the reference beside the candidate 30 % slower than after is
+    ``reference_slowed``."""
+    def reference(msg: dict[str, Any]) -> dict[str, Any]:
+        slowed = msg["cmd"] == "time" and msg["round"] < TIMING_ROUNDS
+        return timing_script(1.3 if slowed else 1.0, 0.0)(msg)
+
+    fake.scripts = {"reference": reference, "candidate": timing_script(20.0, 0.0, truncated=True)}
+    ctx = timing_context(tmp_path, "cuda")
+    ctx.options.clean_reference = True
+    performance.PerformanceStage(ctx).run()
+    assert ctx.evidence.timing_truncated
+    found = ctx.draft.timing_ms["reference_clean"]
+    assert found["flagged"] and found["pairs"][0]["verified"]["ratio"] == pytest.approx(1.3)
+    assert decide(ctx.evidence, RULES).verdict == "rejected"
+
+
 def _recorded_calls(fake: type[FakeWorker], events: list[tuple[str, str, float, float]], fail: int | None = None):
     """FakeWorker.call wrapped: every command as (command, role, start, end); setup number ``fail`` (counting
     every worker's setup from 0) dies."""

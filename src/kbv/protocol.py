@@ -199,7 +199,9 @@ FLAGS: Final = {
     "timing_truncated": "the candidate is far slower than the reference (its time per call above "
     "TIMING_TRUNCATE_FACTOR times the reference's median, its trials longer than TIMING_TRUNCATE_MIN_MS): it was "
     "timed with few trials, once, and its speedup is an upper bound (speedup.<baseline>.bound = 'upper': the "
-    "reference's median over the candidate's fastest trial)",
+    "reference's median over the candidate's fastest trial); the parent takes the worker's cut only where every "
+    "reported trial took at least TIMING_TRUNCATE_CONFIRM of the slow bound (else timing_ms.truncation_refused and "
+    "every check runs)",
     "resources_changed": "the candidate widened the CPUs the parent pinned its worker to (the same CPUs as the "
     "reference's, read from /proc by the parent): rejected",
     "gpu_unhealthy": "the GPU failed kbv's health check after this candidate (a CUDA error): later pairs moved to "
@@ -345,6 +347,12 @@ TIMING_RULES: Final = {
 TIMING_TRUNCATE_FACTOR: Final = 8.0
 TIMING_TRUNCATE_MIN_MS: Final = 2000.0
 TIMING_TRUNCATED_TRIALS: Final = 3
+# The cut is the candidate worker's word: it shortens the stage and skips the checks that need many calls (untimed
+# work, the burst), so the parent takes it only where every trial the worker reports took at least this share of the
+# slow bound it sent (the speedup's upper bound then at most 1 / (TIMING_TRUNCATE_FACTOR x this share) against the
+# reference's median of the pair). A claim the times do not bear out is refused (timing_ms.truncation_refused): no
+# later command is offered the cut, and the stage goes on with every round, pair and check.
+TIMING_TRUNCATE_CONFIRM: Final = 0.5
 # torch's extension lock file (``<ext>/lock``) older than this, found by a compile stage that holds the build's guard
 # (so no compile of the same source runs elsewhere), was left by a killed process and is removed (kbv.eval.workspace)
 STALE_BUILD_LOCK_S: Final = 30.0

@@ -34,7 +34,7 @@ from kbv.protocol import (
     BURST_TARGET_MS, CHANGED_KEPT_MAX, CLEAN_REFERENCE_DEFAULT, FIRST_TIMED_CALL, LENT_CHECKS_KEPT, REFERENCE_CLEAN_MAX,
     CPU_MEMORY_REPEATS, REFERENCE_AFTER_CANDIDATE_MAX, IDLE_CPU_SLACK_MS, IDLE_CPU_SLACK_REL, IDLE_GPU_KEPT_SAMPLES, LEND_PREDRAW, DEVICE_IN_USE_SLACK_BYTES, DEVICE_IN_USE_SLACK_REL, STAGE_MEMORY_SLACK_BYTES,
     STAGE_MEMORY_SLACK_REL, STAGE_MEMORY_TRANSIENT_OUTPUTS, DISTRIBUTIONS, JUDGED_TIMED_BYTES_PER_PAIR, JUDGED_TIMED_CALLS_PER_PAIR, MEMORY_SLACK_BYTES,
-    REFERENCE_DRIFT_MAX, REFERENCE_REMEASURE_TRIALS, REFERENCE_SHIFTED_SHARE, RING_BYTES, RING_DEVICE_FRACTION, TIMED_DISTRIBUTION_WEIGHTS, TIMING_ROUNDS, TIMING_RULES, TIMING_TRUNCATE_FACTOR, timed_call,
+    REFERENCE_DRIFT_MAX, REFERENCE_REMEASURE_TRIALS, REFERENCE_SHIFTED_SHARE, RING_BYTES, RING_DEVICE_FRACTION, TIMED_DISTRIBUTION_WEIGHTS, TIMING_ROUNDS, TIMING_RULES, TIMING_TRUNCATE_CONFIRM, TIMING_TRUNCATE_FACTOR, timed_call,
 )
 from kbv.sandbox import devbusy, devmem, freeze, launch, observe
 from kbv.sandbox.launch import Worker, WorkerFailure
@@ -125,6 +125,7 @@ class PerformanceStage:
         self.draft = ctx.draft
         self.baselines = list(ctx.options.baselines)
         self.truncated = False  # the candidate was far slower: timed once, with few trials
+        self.truncation_offered = True  # until a claimed cut is refused (``_take_truncation``)
         self.burst_seen: dict[str, Any] | None = None  # the clock cross-check's measurements (_burst_check)
         self.confirming = False  # timing the confirmation pair (one timing pair whose untimed_work is to be confirmed)
         self.aliased: dict[str, set[tuple[int, int]]] = {"reference": set(), "candidate": set()}  # timed, burst
@@ -522,7 +523,7 @@ class PerformanceStage:
                         if round_index or pair_index:
                             continue  # cached: one short re-measure only
                         msg |= {"share": 1.0, "max_trials": REFERENCE_REMEASURE_TRIALS}
-                    if role == "candidate" and ref_call_ms:
+                    if role == "candidate" and ref_call_ms and self.truncation_offered:
                         msg["slow_ms"] = {b: TIMING_TRUNCATE_FACTOR * ms for b, ms in ref_call_ms.items()}
                     measure = pair_index == 0
                     if measure and self.ctx.device == "cpu" and role not in self.stage_memory["start"]:
@@ -585,7 +586,8 @@ class PerformanceStage:
                                 self.pair_reference[b].append(statistics.median(times))
                             continue  # the reference's kept outputs were dropped after its command
                         if timing.get("truncated"):
-                            self.truncated = True
+                            self._take_truncation(b, times, (msg.get("slow_ms") or {}).get(b), round_index,
+                                                  pair_index)
                         ring = (reply.get("ring") or {}).get(b) or {}
                         n_kept = int(ring.get("kept", 0))
                         # the kept calls are the timed ones: input sets FIRST_TIMED_CALL onwards
@@ -628,6 +630,21 @@ class PerformanceStage:
         finally:
             self.ctx.collect(reference)
             self.ctx.collect(candidate)
+
+    def _take_truncation(self, baseline: str, times: list[float], slow_ms: float | None, round_index: int,
+                         pair_index: int) -> None:
+        """The candidate's worker says it cut its trials, far slower than the reference. That ends the stage early
+        and skips its many-call checks, so it counts (``truncated``) only where every reported trial took at least
+        ``TIMING_TRUNCATE_CONFIRM`` of the slow bound this command was sent; otherwise it is refused
+        (``timing_ms.truncation_refused``) and no later command is offered the cut: the candidate's word may add a
+        flag, never skip a check."""
+        if slow_ms is not None and times and min(times) >= TIMING_TRUNCATE_CONFIRM * slow_ms:
+            self.truncated = True
+            return
+        self.truncation_offered = False
+        self.draft.timing_ms.setdefault("truncation_refused", []).append(
+            {"pair": pair_index, "round": round_index, "baseline": baseline, "slow_ms": slow_ms,
+             "fastest_ms": round(min(times), 5) if times else None, "trials": len(times)})
 
     def _pacer(self, round_index: int, fill: Any) -> Pacer:
         """A timing command's pacer: its key stays here, each call's seed handed over when the call is due, its
@@ -925,7 +942,7 @@ class PerformanceStage:
                 try:
                     self._wait_exited(exiting)  # they exited while this pair started: now it has the GPU alone
                     self._time_pair(reference, candidate, pair_index, *timing)
-                    if self.clean and not timing[0] and not self.truncated:  # the reference's times count
+                    if self.clean and not timing[0]:  # the reference's times count (a truncated pair's too)
                         self._clean_reference(reference, candidate, pair_index, timing[2], deadline)
                 finally:
                     self.pair_loans = {}  # the pair's slots, with their lender, end with it
