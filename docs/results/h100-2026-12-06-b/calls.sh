@@ -18,3 +18,7 @@ case $1 in
      g "$(( $(left) - 5 ))" c3r5b --stages bench --bench-runs reward --levels 1,2 --bench-ids 1:1-30,2:1-20 \
        --bench-limit 50 --gpu-share 5 ;;
 esac
+# Call 4 (the tree that reads the pair's pooled reference median against the clean command and confirms a flag
+# with a fresh pair): bash docs/results/h100-2026-12-06-b/calls.sh 4 280
+[ "$1" = 4 ] && KBV_CORPUS_IDS=cuda_idle_gpu_load,cuda_queue_after_reply,cuda_example_triton_gelu KBV_PYTEST_TIMEOUT=250 \
+  g 260 c4py --stages pytest --pytest-k "queue_after_reply or gpu_work_launched or idle_gpu_load"
