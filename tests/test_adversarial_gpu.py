@@ -118,7 +118,11 @@ def test_gpu_work_launched_while_the_other_role_is_timed_needs_the_idle_worker_s
     while the other role is timed (``kbv.sandbox.freeze``) it cannot launch then; what it queues in the instant
     before its stop still runs, but not past the candidate's processes, so the reference's clean command (timed once
     they are gone) shows it: no gain, or ``reference_slowed``. With the workers left running (``freeze_idle=False``)
-    the clean command alone rejects it; with neither defence the same candidate claims a speedup of 2 or more."""
+    the clean command alone rejects it; with neither defence the same candidate claims a speedup of 2 or more. Two
+    holes the first GPU run of the clean command showed (docs/results/h100-2026-12-06-b): a cut pair
+    (``timing_truncated``, its own command slowed by its queue) got no clean command (6.46x with the stop off), and
+    with the stop on it slowed two of four reference commands, which the least command's ratio missed (2.65x); a cut
+    pair is cleaned now, and the rule reads the pair's pooled reference median."""
     from kbv.eval import EvalOptions, evaluate
 
     record = record_of(gpu_corpus, "cuda_queue_after_reply")
