@@ -7,7 +7,7 @@
 ``--n`` distinct candidates for the built-in level1/5_ReLU (kbv's own CUDA ReLU example on CUDA, a C++ ReLU on
 the CPU; each differs by a constant in its source, and every run's by a token, so each has its own hash and its own
 build) are built by
-``kbv.eval.runner.build_candidates`` with ``--workers`` concurrent builds (default: the machine's cores / 2),
+``kbv.eval.runner.build_candidates`` with ``--workers`` concurrent builds (default: the machine's cores, as `kbv run`),
 exactly as ``kbv eval`` builds. Then the same candidates are built again (every build cached: the figure is the
 median cost of a cached build), and finally two runners build one fresh candidate at the same time (both must
 succeed: concurrent builds of one source never collide). Writes ``<out>/build_rate.json``.
@@ -109,7 +109,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--device", default="auto")
     ap.add_argument("--n", type=int, default=32, help="distinct candidates to build")
-    ap.add_argument("--workers", type=int, default=0, help="concurrent builds (0: cores / 2, at least 1)")
+    ap.add_argument("--workers", type=int, default=0, help="concurrent builds (0: the cores, kbv run's default)")
     ap.add_argument("--pch", choices=("auto", "on", "off"), default="auto",
                     help="the precompiled torch/extension.h: built first (on), never (off), kbv's default (auto)")
     ap.add_argument("--device-header", choices=("on", "off"), default="on",
@@ -118,7 +118,7 @@ def main() -> int:
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
     device = envinfo.resolve_device(args.device)
-    workers = args.workers or max(1, envinfo.cpu_count() // 2)
+    workers = args.workers or envinfo.cpu_count()  # kbv run's default (--build-workers)
     args.out.mkdir(parents=True, exist_ok=True)
     folder = Path(tempfile.mkdtemp(prefix="kbv-bench-build-"))
     options = EvalOptions(device=device, build_timeout=600.0, pch=args.pch, device_header=args.device_header == "on")

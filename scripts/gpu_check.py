@@ -449,7 +449,7 @@ def main() -> int:
                     "e.g. 1:1-30,2:1-20 (the custom kernels of benchmarks/kernels where they exist, else the reference)")
     ap.add_argument("--builds-n", type=int, default=16, help="builds: distinct CUDA candidates to build")
     ap.add_argument("--builds-workers", type=int, default=0,
-                    help="builds: concurrent builds (0: build_rate.py's default, the cores / 2)")
+                    help="builds: concurrent builds (0: build_rate.py's default, the cores, as kbv run)")
     ap.add_argument("--builds-pch", default="on,on-full",
                     help="builds: with the precompiled torch/extension.h (on: built first, timed apart; a CUDA "
                          "source reads torch/types.h), the same with torch/extension.h in the CUDA source (on-full), "
