@@ -386,7 +386,7 @@ def candidate_session(name: str, device: str = "cpu"):
 
 
 def timing_command(session, key: int, round_index: int = 0, baselines: tuple[str, ...] = ("verified",),
-                   commits: dict | None = None, fill: Any = None, record: bool = False):
+                   commits: dict | None = None, fill: Any = None, record: bool = False, extra: dict | None = None):
     """One of today's timing commands in this process: the worker Session's cmd_time (ring on), each call's inputs
     handed over by the parent's own pacer (kbv.eval.pacing) through ``Session.ask`` (or, with ``fill``, put in the
     judge's lent slot: ``lent_timing``), each kept output committed to it (and noted in ``commits``) through
@@ -405,8 +405,26 @@ def timing_command(session, key: int, round_index: int = 0, baselines: tuple[str
 
     session.ask, session.commit = ask, commit
     reply = session.cmd_time({"baselines": list(baselines), "share": 0.25, "round": round_index,
-                              "ring_bytes": 32 * 2**20, "record": record})
+                              "ring_bytes": 32 * 2**20, "record": record, **(extra or {})})
     return reply, pacer
+
+
+def test_the_clean_command_warms_up_in_full_where_later_commands_warm_up_briefly(monkeypatch) -> None:
+    """Issue 12: a worker's later timing commands warm up with the rule's fewest calls (the GPU is busy right before
+    them); the reference's clean command follows the candidate's kill and exit, an idle gap, and asks for the full
+    warm-up (``full_warmup``, sent by ``PerformanceStage._clean_reference``). On the H100 clean commands read up to
+    15 % slower than the same reference's commands beside an honest candidate (docs/results/h100-2026-12-06-b)."""
+    from kbv.worker import timer
+
+    def trial_count(estimate_ms, rule, share, slow_ms=None, wall_ms=None, warmed=False):
+        return (1 if warmed else 5), 2, False  # the brief warm-up and the full one, told apart
+
+    monkeypatch.setattr(timer, "_trial_count", trial_count)
+    session = reference_session()
+    session.cmd_setup({"init_seed": 1})
+    warmups = [timing_command(session, 7 + i, i, extra=extra)[0]["timing"]["verified"]["warmup"]
+               for i, extra in enumerate((None, None, {"full_warmup": True}))]
+    assert warmups == [5, 1, 5]
 
 
 def test_a_timing_worker_holds_one_recording_from_its_set_up_to_the_parents_request() -> None:

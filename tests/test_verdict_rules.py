@@ -2539,6 +2539,7 @@ def test_a_reference_slowed_beside_the_candidates_process_is_rejected_against_it
     ``reference_slowed``, rejected, on a GPU (10 % is not); with ``REFERENCE_CLEAN_MAX`` unbounded the same
     pair is not flagged at all (the after/other rule sees ratio 1.0), and its slowed times are not cached."""
     rounds_seen: list[tuple[int, list[str]]] = []
+    full_warmup: list[bool] = []
     put: list[float] = []
     monkeypatch.setattr(performance.ReferenceTimingCache, "put",
                         lambda self, key, entry: put.append(entry["summary"]["median"]))
@@ -2547,6 +2548,7 @@ def test_a_reference_slowed_beside_the_candidates_process_is_rejected_against_it
         if msg["cmd"] != "time":
             return timing_script(1.0, 0.0)(msg)
         rounds_seen.append((msg["round"], list(fake.killed)))
+        full_warmup.append(bool(msg.get("full_warmup")))
         beside = msg["round"] < TIMING_ROUNDS
         return timing_script(1.0 + (slowed_ms if beside else 0.0), 0.0)(msg)
 
@@ -2571,6 +2573,7 @@ def test_a_reference_slowed_beside_the_candidates_process_is_rejected_against_it
     # is followed by a fresh pair, cleaned too (here slowed alike: the finding stands)
     pairs_timed = 2 if flagged else 1
     assert [r for r, _ in rounds_seen] == list(range(TIMING_ROUNDS + 1)) * pairs_timed
+    assert full_warmup == ([False] * TIMING_ROUNDS + [True]) * pairs_timed  # only the clean command, after the kill
     assert not any("candidate" in name for name in rounds_seen[TIMING_ROUNDS - 1][1])
     assert any("candidate" in name for name in rounds_seen[TIMING_ROUNDS][1])
     pair = found["pairs"][0]

@@ -967,17 +967,18 @@ class PerformanceStage:
         """The pair's clean command: the candidate's processes killed and waited for (the device work they queued
         ends with their context: stopping them would not have stopped it), then one more timing command of the
         reference, as its others in the pair (its share, its kept outputs dropped after, its inputs lent where the
-        pair's were, from the same slot; unrecorded). Per baseline, the least median of the pair's reference commands beside the candidate over the clean
-        command's median is ``ratio`` (``timing_ms.reference_clean``, judged in
-        ``_judge_reference_clean``). The clean times enter no speedup: they are not interleaved with the
-        candidate's."""
+        pair's were, from the same slot; unrecorded), with a full warm-up (``full_warmup``: it follows the kill's
+        idle gap, where the pair's other later commands follow a busy GPU and warm up briefly). Per baseline, the
+        pair's pooled reference median beside the candidate (what its speedup reads) over the clean command's
+        median is ``ratio`` (``timing_ms.reference_clean``, judged in ``_judge_reference_clean``). The clean times
+        enter no speedup: they are not interleaved with the candidate's."""
         with self.ctx.clock("performance", "process_exit"):
             candidate.kill()
             candidate.close()
         loan = self.pair_loans.get("reference")  # its filler is None, and close_command nothing, where not lent
         pacer = self._pacer(TIMING_ROUNDS, loan.filler(TIMING_ROUNDS) if loan is not None else None)
         msg = {"cmd": "time", "baselines": self.baselines, "share": share, "round": TIMING_ROUNDS,
-               "ring_bytes": self.ring_bytes, "record": False}
+               "ring_bytes": self.ring_bytes, "record": False, "full_warmup": True}
         reply = self._call(reference, "reference", msg, deadline, pacer)
         if pacer.fill_error is not None:  # the lender failed while filling the slot
             raise pacer.fill_error

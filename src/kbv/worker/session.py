@@ -669,7 +669,8 @@ class Session:
         """Time one forward under each baseline's flags, taking ``share`` of the timing budget, each call's inputs
         asked of the parent when the call is due (``kbv.eval.pacing``). Every timed call's output is kept
         (``ring_bytes`` bound the trials) and committed as its trial ends, for the parent to draw the judged ones
-        from later (``kept``)."""
+        from later (``kept``). A baseline this worker has timed before warms up briefly, unless ``full_warmup``
+        (the reference's clean command, after an idle gap)."""
         rule = TIMING_RULES["cuda" if self.device.startswith("cuda") else "cpu"]
         timings: dict[str, Any] = {}
         flags: dict[str, Any] = {}
@@ -697,7 +698,8 @@ class Session:
                                                      float(slow[baseline]) if isinstance(slow, dict)
                                                      and baseline in slow else None,
                                                      int(msg["ring_bytes"]) if keep_outputs else None,
-                                                     warmed=baseline in self.warmed, record=recording)
+                                                     warmed=baseline in self.warmed and not msg.get("full_warmup"),
+                                                     record=recording)
             self.warmed.add(baseline)
             # each timed call's draw and load of its inputs, this worker's own clock (the reference's is left out
             # of its untimed time where the candidate's inputs were lent: kbv.eval.pacing.untimed_ms)
