@@ -353,11 +353,8 @@ class PerformanceStage:
                         self._pair(n_pairs, {}, True, memory_peaks, exiting, timing)
                         confirmed = any(v["flagged"] for v in self._untimed_found(samples).values())
                         if not confirmed:  # a cached reference's one short re-measure (pair 0) stays: only
-                            for role in samples:  # the first pair ever times it, and its drift is recorded
-                                if role == "reference" and cached:
-                                    continue
-                                for groups in samples[role].values():
-                                    del groups[:1]
+                            # the first pair ever times it, and its drift is recorded
+                            self._drop_pair_times(samples, [0], ("candidate",) if cached else roles)
                         draft.timing_ms["untimed_confirmation_pair"] = {"confirmed": confirmed,
                                                                         "first_pair_times_dropped": not confirmed}
                     aside = draft.timing_ms.get("reference_cache_set_aside")
@@ -703,9 +700,7 @@ class PerformanceStage:
         agrees = bool(second) and all(abs(second[b] / aside[b]["median"] - 1.0) <= REFERENCE_DRIFT_MAX
                                       for b in second)
         if agrees:
-            for role in samples:
-                for groups in samples[role].values():
-                    del groups[:1]
+            self._drop_pair_times(samples, [0])
         self.draft.timing_ms["reference_cache_second_pair"] = {
             "reference_median": {b: round(m, 6) for b, m in second.items()}, "agrees_with_cache": agrees,
             "first_pair_times_dropped": agrees}
@@ -999,6 +994,15 @@ class PerformanceStage:
                         "ratio": round(pooled_ms / clean_ms, 4) if pooled_ms and clean_ms else None}
         self.reference_clean.append(found)
 
+    def _drop_pair_times(self, samples: Samples, pairs: list[int],
+                         roles: tuple[str, ...] = ("reference", "candidate")) -> None:
+        """The times of ``pairs`` (of ``roles``) out of ``samples``, where a confirmation pair found them
+        misleading; the other pairs' stay in order, so the two roles' groups still pair up."""
+        for pair in pairs:
+            for (role, b), group in self.pair_groups.get(pair, {}).items():
+                if role in roles:
+                    samples[role][b][:] = [g for g in samples[role][b] if g is not group]
+
     def _clean_flagged(self, pairs: list[dict[str, Any]] | None = None) -> bool:
         """On a GPU, whether any of ``pairs`` (default: every clean command's findings so far) has a ratio above
         ``REFERENCE_CLEAN_MAX`` under any baseline."""
@@ -1020,12 +1024,10 @@ class PerformanceStage:
         fresh = 1 + max(found["pair"] for found in self.reference_clean)
         self.confirming = True  # its burst is judged as the first pair's is
         self._pair(fresh, {}, True, memory_peaks, exiting, timing)
-        confirmed = self._clean_flagged([found for found in self.reference_clean if found["pair"] == fresh]) or not any(
-            found["pair"] == fresh for found in self.reference_clean)  # no clean command in the fresh pair: stands
+        found_fresh = [found for found in self.reference_clean if found["pair"] == fresh]
+        confirmed = not found_fresh or self._clean_flagged(found_fresh)  # no clean command there: the flag stands
         if not confirmed:
-            for pair in flagged:
-                for (role, b), group in self.pair_groups.get(pair, {}).items():
-                    samples[role][b][:] = [g for g in samples[role][b] if g is not group]
+            self._drop_pair_times(samples, flagged)
         self.clean_confirmation = {"flagged_pairs": flagged, "pair": fresh, "confirmed": confirmed,
                                    "dropped_pairs": [] if confirmed else flagged}
 
