@@ -538,6 +538,60 @@ def test_out_of_memory_with_the_gpu_to_itself_stands(monkeypatch):
     assert record.verdict == "runtime_error" and "out of memory" in record.error["message"]
 
 
+def test_a_pair_run_again_alone_first_closes_every_worker_started_ahead_and_still_idle(monkeypatch):
+    """On an 80 GB H100 (h100-2026-12-06-c, --gpu-share 5) a 6 GiB problem's correctness stage, run again alone,
+    ran out of memory again beside fourteen idle workers started ahead (0.5-0.6 GiB of CUDA context each): an
+    honest pair recorded ``reference_error``. ``exclusive`` now closes them first; shared and timing holders don't."""
+    gate = DeviceGate()
+    calls: list[str] = []
+    gate.hold_idle(lambda: calls.append("next pairs") or 4)
+    forget = gate.hold_idle(lambda: calls.append("a finished pair") or 2)
+    forget()  # its owner is done: never asked
+    with gate.shared():
+        pass
+    with gate.timing() as alone, alone():
+        pass
+    assert calls == []
+    with gate.exclusive() as closed:
+        assert closed == 4 and calls == ["next pairs"]
+    calls.clear()
+    modes, record = _run_with_correctness(monkeypatch, [("reference", OOM), None], gate)
+    assert modes == ["shared", "exclusive"] and record.verdict == "correct", record.error
+    assert record.env["correctness_rerun"]["idle_workers_closed"] == 4 and calls == ["next pairs"]
+
+
+def test_a_pairs_own_idle_workers_are_offered_while_it_runs_and_forgotten_after(monkeypatch):
+    """A pair offers its workers started ahead (``PairContext.release_idle``) while it runs; once done, a later pair
+    run again alone no longer asks it."""
+    from kbv.eval import pair as pair_mod
+    from kbv.eval.context import PairContext
+
+    gate = DeviceGate()
+    monkeypatch.setattr(PairContext, "release_idle", lambda self: 3)
+    seen: list[int] = []
+
+    def run(self) -> None:
+        self.ctx.evidence.distributions = {"D1": "passed"}
+        self.ctx.evidence.d1_complete = True
+        self.ctx.evidence.standard_d1 = [True]
+
+    monkeypatch.setattr(pair_mod.CorrectnessStage, "run", run)
+    # between its stages, outside the gate, another pair runs again alone
+    monkeypatch.setattr(pair_mod.rules_, "should_time", lambda ev, rules: seen.append(_exclusive(gate)) or ())
+    problem = load_problem(problem_path("level1/5_ReLU"))
+    evaluation = pair_mod.PairEvaluation(problem, Candidate.from_path(CANDIDATE),
+                                         EvalOptions(device="cpu", sandbox="off", protocol="standard"), "cpu",
+                                         gate=gate)
+    assert evaluation.run(pair_mod.CompileResult(ok=True)).verdict == "correct"
+    assert seen == [3]
+    assert _exclusive(gate) == 0  # done: forgotten
+
+
+def _exclusive(gate: DeviceGate) -> int:
+    with gate.exclusive() as closed:
+        return closed
+
+
 HANDOFF_OOM = ("output 0 is a output handoff failed: HandoffError: OutOfMemoryError: CUDA out of memory. Tried to "
                "allocate 4.00 GiB., not exactly a torch.Tensor")
 

@@ -38,8 +38,9 @@ def _cmdline(pid: int) -> str:
 
 
 class _Ctx(SimpleNamespace):
-    def discard_correctness_ahead(self) -> None:
+    def discard_correctness_ahead(self) -> int:
         self.discarded = True
+        return 2
 
 
 def _pairs(n: int) -> list[Pair]:
@@ -85,6 +86,21 @@ def test_workers_for_another_gpu_or_a_pair_never_begun_are_closed(monkeypatch) -
     ahead.close()
     assert made[1].discarded  # pairs[2] never began
     assert ahead.start_next() is None  # closed: nothing more starts
+
+
+def test_release_closes_the_workers_of_pairs_not_yet_begun_and_later_starts_go_on(monkeypatch) -> None:
+    """``DeviceGate.exclusive`` (a pair run again alone) wants their memory: closed, and the pair may be started
+    ahead again later."""
+    pairs = _pairs(3)
+    ahead, made = _ahead(pairs, monkeypatch)
+    ahead.begin(pairs[0], 0)
+    ahead.start_next()
+    ahead.start_next()
+    assert ahead.release() == 4 and made[0].discarded and made[1].discarded
+    assert ahead.begin(pairs[1], 0) is None  # its workers went: its stage starts its own
+    ahead.start_next()
+    assert made[-1].pair is pairs[2] and not made[-1].discarded  # started ahead again
+    ahead.close()
 
 
 def test_a_run_with_correctness_workers_started_ahead_is_judged_as_without(monkeypatch, tmp_path) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import weakref
+
 import torch
 
 from kbv.protocol import FIRST_TIMED_CALL, TIMING_RULES
@@ -110,3 +112,21 @@ def test_a_forward_that_switches_collection_off_records_nothing() -> None:
     assert "aten::relu" not in recorded["kernels"], recorded
     assert recorded["timed"]["device_us"] == 0 and recorded["timed"]["window_us"] > 0, recorded
 
+
+
+def test_no_call_starts_while_an_earlier_calls_output_is_alive() -> None:
+    """Each call's output is dropped before the next call starts (a kept trial's goes to ``keep``, which owns it):
+    the three estimate calls once held their outputs together, so a 6 GiB output's timing worker held four of them
+    and ran out of memory on an 80 GB H100 (h100-2026-12-06-c)."""
+    alive: weakref.WeakSet[torch.Tensor] = weakref.WeakSet()
+    held_at_start: list[int] = []
+
+    def call() -> torch.Tensor:
+        held_at_start.append(len(alive))
+        out = torch.zeros(8)
+        alive.add(out)
+        return out
+
+    result = timer.time_calls(call, "cpu", TIMING_RULES["cpu"], share=1.0, max_trials=4)
+    assert len(held_at_start) == 3 + result["warmup"] + len(result["times_ms"])
+    assert max(held_at_start) == 0, held_at_start

@@ -139,25 +139,32 @@ class PairContext:
         ahead, self.correctness_ahead = self.correctness_ahead, None
         return _started(ahead)
 
-    def discard_correctness_ahead(self) -> None:
+    def discard_correctness_ahead(self) -> int:
         """Close correctness workers started ahead and never used (the stage never ran, or the pair's evaluation
-        went elsewhere or never began)."""
-        self._close_unused(list((self.take_correctness_ahead() or {}).values()))
+        went elsewhere or never began); how many."""
+        return self._close_unused(list((self.take_correctness_ahead() or {}).values()))
 
-    def discard_early_workers(self) -> None:
-        """Close the timing workers started early and never used (a rejected candidate, a stage run again): all
-        asked to exit at once, then waited for."""
+    def discard_early_workers(self) -> int:
+        """Close the timing workers started early and never used (a rejected candidate, a stage run again), and
+        start none later; how many."""
         self.on_correctness_started = None
-        self._close_unused([worker for pair in self.take_early_workers() or [] for worker in pair.values()])
+        return self.release_idle()
 
-    def _close_unused(self, workers: list[Worker]) -> None:
+    def release_idle(self) -> int:
+        """Close every worker started ahead for this pair and still idle, correctness and timing ones, all asked to
+        exit at once (``DeviceGate.exclusive``: their memory is wanted); the stages start their own. How many."""
+        return self._close_unused([*(self.take_correctness_ahead() or {}).values(),
+                                   *(worker for pair in self.take_early_workers() or [] for worker in pair.values())])
+
+    def _close_unused(self, workers: list[Worker]) -> int:
         """Workers started ahead and never used: what they reported collected, all asked to exit at once, then
-        waited for."""
+        waited for; how many."""
         for worker in workers:
             self.collect(worker)
             worker.close(wait=False)
         for worker in workers:
             worker.close()
+        return len(workers)
 
     def candidate_state(self) -> dict[str, Any]:
         """The reference's state under the candidate's own names (``kbv.eval.params``)."""

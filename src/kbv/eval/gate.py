@@ -8,12 +8,16 @@ holds or awaits it holds back new correctness stages, so timing is never starved
 of the correctness stages already inside, not new ones. A correctness stage also says how
 much device memory it is expected to need (``kbv.eval.pair.correctness_memory``): it joins others only while their
 needs and its own fit the gate's ``capacity`` (alone it always enters), so pairs with large tensors no longer run
-out of memory beside each other and run their correctness again. With ``EvalOptions.gpu_share`` at 1 (the
-default) a GPU runs one pair at a time and the gate never waits.
+out of memory beside each other and run their correctness again. Processes started ahead wait idle on the GPU,
+a CUDA context each (about 0.5-0.6 GiB on the H100): they say how to close them (``hold_idle``), and ``exclusive``
+closes them all, so a pair run again alone has the memory too (on an 80 GB H100, fourteen such contexts left a
+6 GiB problem's run again out of memory: h100-2026-12-06-c). With ``EvalOptions.gpu_share`` at 1 (the default) a
+GPU runs one pair at a time and the gate never waits.
 """
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -31,6 +35,8 @@ class DeviceGate:
         self._timing = False  # a performance stage holds its place (``timing``): a second waits
         self._places_waiting = 0  # performance stages waiting for the place: they hold back new correctness stages
         self.capacity = capacity  # bytes the shared stages' expected needs may add up to (None: no bound)
+        self._idle: dict[int, Callable[[], int]] = {}  # how to close the processes started ahead (``hold_idle``)
+        self._idle_keys = itertools.count()
 
     @contextmanager
     def shared(self, need: int = 0) -> Iterator[None]:
@@ -99,14 +105,29 @@ class DeviceGate:
                     self._timing = False
                 self._cond.notify_all()
 
+    def hold_idle(self, release: Callable[[], int]) -> Callable[[], None]:
+        """Processes started ahead wait idle on this GPU until their stage takes them: ``release()`` closes those
+        not yet taken and says how many (their stage, when it comes, starts its own). Returns the callable that
+        forgets ``release`` (their owner is done)."""
+        with self._cond:
+            key = next(self._idle_keys)
+            self._idle[key] = release
+
+        def forget() -> None:
+            with self._cond:
+                self._idle.pop(key, None)
+        return forget
+
     @contextmanager
-    def exclusive(self) -> Iterator[None]:
+    def exclusive(self) -> Iterator[int]:
         """The device to itself (a correctness stage run again alone: ``kbv.eval.pair``), once every holder has left;
-        a waiting one holds back new shared holders."""
+        a waiting one holds back new shared holders. Every process started ahead and still idle is closed first: the
+        count is yielded."""
         with self._cond:
             self._take_device(lambda: self._writer or self._readers > 0)
+            releases = list(self._idle.values())
         try:
-            yield
+            yield sum(release() for release in releases)  # no stage holds a place: none is taking its workers
         finally:
             with self._cond:
                 self._give_device()

@@ -89,6 +89,13 @@ class Lookahead:
             return None
         return ctx
 
+    def release(self) -> int:
+        """Close the workers started ahead for pairs not yet begun (``DeviceGate.exclusive``: their memory is wanted);
+        how many. Later starts go on as before (a released pair may be started ahead again)."""
+        with self._lock:
+            left, self._prepared = list(self._prepared.values()), {}
+        return sum(_drop(ctx) for ctx in left)
+
     def close(self) -> None:
         """Close the workers of every pair whose evaluation never began (the run ended or was stopped)."""
         with self._lock:
@@ -98,8 +105,9 @@ class Lookahead:
             _drop(ctx)
 
 
-def _drop(ctx: PairContext) -> None:
-    """A context made ahead and not used: its workers closed, its scratch folder gone."""
-    ctx.discard_correctness_ahead()
+def _drop(ctx: PairContext) -> int:
+    """A context made ahead and not used: its workers closed (how many), its scratch folder gone."""
+    closed = ctx.discard_correctness_ahead()
     if not ctx.options.keep_scratch:
         shutil.rmtree(ctx.scratch, ignore_errors=True)
+    return closed

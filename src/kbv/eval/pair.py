@@ -235,7 +235,8 @@ class PairEvaluation:
         self.ctx.draft.env["correctness_memory_expected"] = need
         self.ctx.charge("correctness", "rerun", time.monotonic() - t_first)  # the first run, waits included: discarded
         t0 = time.monotonic()
-        with self.gate.exclusive():
+        with self.gate.exclusive() as closed:  # and the workers started ahead, idle on the GPU, closed
+            self.ctx.draft.env["correctness_rerun"]["idle_workers_closed"] = closed
             self.ctx.charge("correctness", "waiting_for_gpu", time.monotonic() - t0)
             CorrectnessStage(self.ctx).run()
 
@@ -269,6 +270,8 @@ class PairEvaluation:
         rules = rules_of(options)
         start = time.monotonic()
         draft.env = self._env()
+        # its workers started ahead, idle on a shared GPU, closed for a pair run again alone (kbv.eval.gate)
+        forget_idle = self.gate.hold_idle(lambda: self.ctx.release_idle()) if self.gate is not None else None
         try:
             draft.stage = "compile"
             compiled = compiled or compile_candidate(ctx.problem, ctx.candidate, options, ctx.device, ctx.gpu)
@@ -306,6 +309,8 @@ class PairEvaluation:
                                                    "message": f"{type(exc).__name__}: {exc}",
                                                    "traceback": traceback.format_exc()[-3000:]}))
         finally:
+            if forget_idle is not None:
+                forget_idle()
             ctx, ev, draft = self.ctx, self.ctx.evidence, self.ctx.draft  # a correctness run again: a fresh context
             ctx.discard_early_workers()  # not timed (rejected, or a failure): never used
             ctx.discard_correctness_ahead()  # started ahead for a correctness stage that never ran

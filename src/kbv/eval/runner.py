@@ -303,6 +303,8 @@ def _run(pairs: Sequence[Pair], todo: list[Pair], options: EvalOptions, device: 
     if share > 1:  # pairs sharing a GPU: the longest (as their problems last took) first, so none is left alone last
         todo = memory_needs.longest_first(todo, lambda p: remembered_seconds(p, options, device))
     ahead = lookahead_of(todo, compiled, options, device, slots)
+    if ahead is not None and slots[0] in gates:  # a pair run again alone closes them (kbv.eval.gate)
+        gates[slots[0]].hold_idle(ahead.release)
 
     def evaluate(pair: Pair) -> None:
         nonlocal count

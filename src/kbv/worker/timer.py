@@ -157,10 +157,16 @@ def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: floa
     # the estimate and warm-up calls share one input set: only timed calls need contents of their own, and on the
     # CPU a redraw per estimate call cost more than the calls (a 256 MiB input: 27 of a pair's 156 s)
     prepare(FIRST_TIMED_CALL - 1)
-    estimates = [one() for _ in range(3)]
-    estimate = sorted(ms for _, ms, _ in estimates)[1]
-    out_bytes = output_bytes(estimates[-1][2])
-    del estimates
+    # one output alive at a time: the three held together made a 6 GiB output's timing worker hold 24 GiB and run
+    # out of memory on an 80 GB H100 beside the other role's (h100-2026-12-06-c)
+    estimate_ms: list[float] = []
+    out_bytes = 0
+    for _ in range(3):
+        _, ms, out = one()
+        estimate_ms.append(ms)
+        out_bytes = output_bytes(out)
+        del out
+    estimate = sorted(estimate_ms)[1]
     warmup, trials, truncated = _trial_count(estimate, rule, share, slow_ms, sorted(walls)[1], warmed)
     if max_trials is not None:
         trials = min(trials, max_trials)
