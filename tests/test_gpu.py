@@ -122,3 +122,21 @@ def test_a_digest_is_the_same_on_the_gpu_as_on_the_cpu() -> None:
     for t in cases:
         assert commit.tensor_digest(t.cuda()) == commit.tensor_digest(t), (t.dtype, tuple(t.shape))
     assert commit.tensor_digest(cases[0].cuda()) != commit.tensor_digest((cases[0] + 1).cuda())
+
+
+def test_the_timer_counts_the_device_allocations_its_timed_trials_make() -> None:
+    """``time_calls``' ``allocator``: a timed trial that allocates from the device (``cudaMalloc``, between its
+    events) is counted, one served from the allocator's cache is not (a diagnostic for the reference's clean command,
+    which read up to 2.3x slower than the commands beside the candidate on the H100: h100-2026-12-06-c)."""
+    from kbv.worker import timer
+
+    n = 64 * 2**20  # 256 MiB of float32: each call's output
+
+    def fresh(i: int) -> None:
+        torch.cuda.empty_cache()  # the cache emptied before each call: its output comes from the device
+
+    result = timer.time_calls(lambda: torch.ones(n, device="cuda"), "cuda", TIMING_RULES["cuda"], max_trials=5,
+                              prepare=fresh)
+    assert result["allocator"]["device_allocs"] >= len(result["times_ms"]), result["allocator"]
+    cached = timer.time_calls(lambda: torch.ones(n, device="cuda"), "cuda", TIMING_RULES["cuda"], max_trials=5)
+    assert cached["allocator"] == {"device_allocs": 0, "retries": 0}, cached["allocator"]

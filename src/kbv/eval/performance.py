@@ -159,6 +159,7 @@ class PerformanceStage:
         # per baseline, the median of each of the current pair's reference timing commands (all of them, the first
         # too), and per pair timed clean, what its clean command found (``_clean_reference``)
         self.pair_reference: dict[str, list[float]] = {}
+        self.pair_reference_allocs: dict[str, list[Any]] = {}  # the same commands' ``allocator`` counts (on CUDA)
         self.clean = clean_reference_on(ctx.options.clean_reference, ctx.device)
         self.reference_clean: list[dict[str, Any]] = []
         self.clean_confirmation: dict[str, Any] | None = None  # ``_confirm_reference_clean``'s finding
@@ -502,6 +503,7 @@ class PerformanceStage:
         else:
             loans = {role: TimedLoan(role, _no_lender, _no_lender, reason=self.lend_reason) for role in roles}
         self.pair_reference = {b: [] for b in baselines}
+        self.pair_reference_allocs = {b: [] for b in baselines}
         self.pair_loans = loans  # the reference's slot serves its clean command too (``_clean_reference``)
         try:
             for role in roles:
@@ -586,6 +588,7 @@ class PerformanceStage:
                             if times:
                                 ref_call_ms[b] = statistics.median(samples[role][b][-1])
                                 self.pair_reference[b].append(statistics.median(times))
+                                self.pair_reference_allocs[b].append(timing.get("allocator"))
                             continue  # the reference's kept outputs were dropped after its command
                         if timing.get("truncated"):
                             self._take_truncation(b, times, (msg.get("slow_ms") or {}).get(b), round_index,
@@ -992,6 +995,9 @@ class PerformanceStage:
                         "pooled_ms": round(pooled_ms, 5) if pooled_ms is not None else None,
                         "clean_ms": round(clean_ms, 5) if clean_ms is not None else None,
                         "ratio": round(pooled_ms / clean_ms, 4) if pooled_ms and clean_ms else None}
+            if self.ctx.device == "cuda":  # device allocations in each command's timed trials (decide nothing)
+                found[b]["allocator"] = {"beside": self.pair_reference_allocs.get(b) or [],
+                                         "clean": reply["timing"][b].get("allocator")}
         self.reference_clean.append(found)
 
     def _drop_pair_times(self, samples: Samples, pairs: list[int],

@@ -24,6 +24,7 @@ _perf_counter_ns = time.perf_counter_ns  # captured before any candidate import
 _Event = torch.cuda.Event  # the same
 _allocated, _reset_peak, _peak = (torch.cuda.memory_allocated, torch.cuda.reset_peak_memory_stats,
                                   torch.cuda.max_memory_allocated)  # the same
+_memory_stats = torch.cuda.memory_stats  # the same
 _numel, _element_size = torch.Tensor.numel, torch.Tensor.element_size
 _device_sync = getattr(torch._C, "_cuda_synchronize", None)  # the builtin itself, not the module attribute
 
@@ -92,7 +93,8 @@ def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: floa
     (few trials: see ``_trial_count``); ``warmed``: this worker already warmed this forward up under the same flags
     (a short warm-up only). ``record``: a ``kernel_record.Recording`` switched on around each forward and its
     synchronize, off around everything else. Returns ``{"times_ms": [...], "warmup": n, "flush_bytes": b, "truncated": bool,
-    "split_ms": {...}}``, on CUDA with ``"peak_bytes": [...]`` (each timed trial's peak allocation); ``split_ms``
+    "split_ms": {...}}``, on CUDA with ``"peak_bytes": [...]`` (each timed trial's peak allocation) and
+    ``"allocator"`` (the caching allocator's device allocations and retries during the timed trials); ``split_ms``
     (where the command's time went, by the worker's own clock: before the trials,
     the trials, the keeping of outputs, the calls themselves, the trials' prepare steps) is a diagnostic that decides
     nothing.
@@ -181,6 +183,7 @@ def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: floa
     if device.startswith("cuda"):
         events = [(_Event(enable_timing=True), _Event(enable_timing=True)) for _ in range(trials)]
     times: list[float] = []
+    allocs = _allocator_counts(device)
     t_trials = _perf_counter_ns()
     kept_ns = 0
     for _ in range(trials):
@@ -200,7 +203,19 @@ def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: floa
               "split_ms": split}
     if peaks:
         result["peak_bytes"] = peaks
+    if allocs is not None:  # device allocations and retries inside the timed trials: a diagnostic, decides nothing
+        after = _allocator_counts(device) or allocs
+        result["allocator"] = {k: after[k] - allocs[k] for k in allocs}
     return result
+
+
+def _allocator_counts(device: str) -> dict[str, int] | None:
+    """On CUDA, the caching allocator's device allocations (``cudaMalloc``) and out-of-memory retries (each frees
+    the cache and allocates again) so far; a timed trial that makes one pays it between its events."""
+    if not device.startswith("cuda"):
+        return None
+    stats = _memory_stats(torch.device(device))
+    return {"device_allocs": int(stats.get("num_device_alloc", 0)), "retries": int(stats.get("num_alloc_retries", 0))}
 
 
 def output_bytes(out: Any) -> int:
