@@ -560,6 +560,19 @@ def test_a_pair_run_again_alone_first_closes_every_worker_started_ahead_and_stil
     assert record.env["correctness_rerun"]["idle_workers_closed"] == 4 and calls == ["next pairs"]
 
 
+def test_timing_alone_closes_the_idle_workers_only_for_a_problem_that_fills_the_gpu():
+    """On the 80 GB H100 (h100-2026-12-06-c) a 6 GiB problem's timing, whose correctness was expected to need more
+    than the gate's capacity, ran out of memory by 0.03 GiB beside twelve idle workers started ahead: its ``alone``
+    closes them. Any other pair's timing keeps them (they save the next pairs' CUDA starts)."""
+    gate = DeviceGate(capacity=100)
+    calls: list[str] = []
+    gate.hold_idle(lambda: calls.append("idle") or 12)
+    with gate.timing(need=100) as alone, alone() as closed:
+        assert closed == 0 and calls == []
+    with gate.timing(need=101) as alone, alone() as closed:
+        assert closed == 12 and calls == ["idle"]
+
+
 def test_a_pairs_own_idle_workers_are_offered_while_it_runs_and_forgotten_after(monkeypatch):
     """A pair offers its workers started ahead (``PairContext.release_idle``) while it runs; once done, a later pair
     run again alone no longer asks it."""

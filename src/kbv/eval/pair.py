@@ -241,10 +241,11 @@ class PairEvaluation:
             CorrectnessStage(self.ctx).run()
 
     @contextmanager
-    def _timing_place(self, ctx: PairContext) -> Iterator[Callable[[], AbstractContextManager[None]]]:
+    def _timing_place(self, ctx: PairContext) -> Iterator[Callable[[], AbstractContextManager[int]]]:
         """The performance stage's place on the shared GPU (``DeviceGate.timing``), expected to need what this pair's
         correctness stage did; the waits for it and for the device alone charged to ``performance/waiting_for_gpu``,
-        the time held alone noted as ``timing_ms.device_alone_s``."""
+        the time held alone noted as ``timing_ms.device_alone_s`` (and the idle workers closed for a problem that
+        fills the GPU as ``timing_ms.idle_workers_closed``)."""
         gate = self.gate
         assert gate is not None
         t0 = time.monotonic()
@@ -252,13 +253,15 @@ class PairEvaluation:
             ctx.charge("performance", "waiting_for_gpu", time.monotonic() - t0)
 
             @contextmanager
-            def charged() -> Iterator[None]:
+            def charged() -> Iterator[int]:
                 t1 = time.monotonic()
-                with alone():
+                with alone() as closed:
                     t2 = time.monotonic()
                     ctx.charge("performance", "waiting_for_gpu", t2 - t1)
+                    if closed:  # a problem that fills the GPU: the idle workers started ahead were closed
+                        ctx.draft.timing_ms["idle_workers_closed"] = closed
                     try:
-                        yield
+                        yield closed
                     finally:  # what no other pair could overlap: the batch's floor is the sum of these
                         ctx.draft.timing_ms["device_alone_s"] = round(time.monotonic() - t2, 3)
 
