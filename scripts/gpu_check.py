@@ -27,6 +27,8 @@ Stages (``--stages``, in this order; ``--smoke`` = env,build,pytest,examples and
   vskb      benchmarks/vs_kernelbench.py: kbv and KernelBench's own harness on the same pairs (--vskb-pairs;
             KernelBench's code from --kb-peer, pydantic from carried wheels)
   overhead  benchmarks/trial_overhead.py: the parts of one timed trial's wall time, in-process, at two sizes
+  contention benchmarks/teardown_contention.py: a memory-bound kernel timed while another process allocates,
+            holds and gives back device memory, at two sizes
   recording benchmarks/recording_cost.py: what recording every timed call's device kernels (CUPTI, through
             torch.profiler) costs each role's timing and whether it moves the speedup (--recording-pairs)
   agent     scripts/agent_replay.py: the agent's loop against a scripted model on two built-in problems, with
@@ -338,6 +340,17 @@ def stage_overhead(out: Path) -> None:
             say("[overhead]", proc.stdout.strip() or proc.stderr.strip()[-2000:])
 
 
+def stage_contention(out: Path) -> None:
+    """benchmarks/teardown_contention.py: a memory-bound kernel timed while another process allocates, holds and
+    gives back device memory (why clean commands read slow on the H100, h100-2026-12-06-c), at two sizes."""
+    with (out / "contention.jsonl").open("w") as log:
+        for gib, other in (("2", "24"), ("6", "30")):
+            proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "teardown_contention.py"), "--gib", gib,
+                                   "--other-gib", other], capture_output=True, text=True, cwd=ROOT, timeout=120)
+            log.write(" ".join(proc.stdout.split()) + "\n")
+            say("[contention]", proc.stdout.strip() or proc.stderr.strip()[-2000:])
+
+
 RECORDING_PAIRS = (  # the problems of benchmarks/kernels/kernelbench's custom kernels (fused or not), and
     # references of many small kernels (a conv net, an MLP) beside few large ones (GEMMs)
     "level1/19", "level1/23", "level1/36", "level2/1", "level2/12", "level2/76", "level1/1", "level2/14", "level3/4",
@@ -512,6 +525,8 @@ def main() -> int:
             stage_vskb(args.out, args)
         elif stage == "overhead":
             stage_overhead(args.out)
+        elif stage == "contention":
+            stage_contention(args.out)
         elif stage == "recording":
             stage_recording(args.out, args)
         elif stage == "agent":
