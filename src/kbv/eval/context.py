@@ -8,6 +8,7 @@ import math
 import os
 import secrets
 import tempfile
+import threading
 import time
 from concurrent.futures import Future
 from contextlib import contextmanager, nullcontext
@@ -111,6 +112,9 @@ class PairContext:
         # correctness stage's own two processes are up (their CUDA starts first: starts at once queue in the driver):
         # the correctness stage calls the hook then
         self.early_workers: Future | None = None
+        # taking either kind of workers started ahead is one step: the pair's own thread and a pair run again alone
+        # (``release_idle``, from ``DeviceGate.exclusive``) may both take them
+        self._take_lock = threading.Lock()
         self.on_correctness_started: Callable[[], None] | None = None
         # this pair's correctness workers, started while an earlier pair's correctness ran (kbv.eval.lookahead), and
         # the next pair's, started by this one's correctness stage (up before it leaves the stage)
@@ -130,13 +134,15 @@ class PairContext:
     def take_early_workers(self) -> list[dict[str, Worker]] | None:
         """The timing workers started while correctness ran, once they are up (None where none were started or
         any failed to start: the stage then starts its own, and reports a failure the usual way)."""
-        early, self.early_workers = self.early_workers, None
+        with self._take_lock:
+            early, self.early_workers = self.early_workers, None
         return _started(early)
 
     def take_correctness_ahead(self) -> dict[str, Worker] | None:
         """This pair's correctness workers started ahead, once they are up (None where none were or they failed to
         start: the stage starts its own)."""
-        ahead, self.correctness_ahead = self.correctness_ahead, None
+        with self._take_lock:
+            ahead, self.correctness_ahead = self.correctness_ahead, None
         return _started(ahead)
 
     def discard_correctness_ahead(self) -> int:
