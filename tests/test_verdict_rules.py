@@ -2706,6 +2706,17 @@ def test_the_clean_command_reads_its_inputs_as_the_pairs_other_commands_did(fake
     assert ctx.draft.timing_ms["reference_clean"]["pairs"][0]["verified"]["clean_ms"] == 1.0
     assert fills.get(TIMING_ROUNDS, 0) >= 20  # every timed call of the clean command, lent
 
+    def slow_first_clean(msg: dict[str, Any]) -> dict[str, Any]:  # read again: the second's inputs lent too
+        reply = reference(msg)
+        return timing_script(2.0, 0.0)(msg) if msg["cmd"] == "time" and msg["round"] == TIMING_ROUNDS else reply
+
+    fills.clear()
+    fake.scripts = {"reference": slow_first_clean, "candidate": timing_script(1.0, 0.0)}
+    ctx = context(tmp_path, timing_pairs=1, protocol="verified", lend_timed=True, clean_reference=True)
+    performance.PerformanceStage(ctx).run()
+    assert ctx.draft.timing_ms["reference_clean"]["pairs"][0]["verified"]["clean_each_ms"] == [2.0, 1.0]
+    assert fills.get(TIMING_ROUNDS + 1, 0) >= 20
+
 
 def test_a_cached_references_short_remeasure_gets_no_clean_command(fake, monkeypatch, tmp_path) -> None:
     """A cached reference time (the reward preset) is not measured beside this candidate, so its pair needs no
