@@ -605,6 +605,77 @@ def _exclusive(gate: DeviceGate) -> int:
         return closed
 
 
+def _run_with_performance(monkeypatch, outcomes, gate, idle=0):
+    """A pair that passes correctness and whose performance stage yields ``outcomes`` in turn (None: passes;
+    (role, message): a failure of that role, the reference's raised as ReferenceFailed as the stage does), with
+    ``idle`` workers started ahead by other pairs; the modes each run had (a timing place, or the GPU alone
+    through ``exclusive``) and the record."""
+    from kbv.eval import pair as pair_mod
+    from kbv.eval.context import ReferenceFailed
+    from kbv.eval.evidence import Failure
+    from kbv.sandbox.launch import WorkerFailure
+
+    modes: list[str] = []
+    if idle:
+        gate.hold_idle(lambda: idle)
+
+    def correctness(self) -> None:
+        self.ctx.evidence.distributions = {"D1": "passed"}
+        self.ctx.evidence.d1_complete = True
+        self.ctx.evidence.standard_d1 = [True]
+
+    def performance(self, place=None) -> None:
+        modes.append("place" if place is not None else "exclusive" if gate is not None and gate._writer else "alone")
+        outcome = outcomes[len(modes) - 1]
+        self.draft.timing_ms["run"] = len(modes)
+        if len(modes) == 1:
+            self.ev.see("idle_work")  # what the first run saw of the candidate
+        if outcome is None:
+            return
+        role, message = outcome
+        if role == "reference":
+            raise ReferenceFailed(WorkerFailure("error", message), "performance")
+        self.ev.fail(Failure("performance", role, "error", {"stage": "performance", "kind": "error",
+                                                              "message": message}))
+
+    monkeypatch.setattr(pair_mod.CorrectnessStage, "run", correctness)
+    monkeypatch.setattr(pair_mod.PerformanceStage, "run", performance)
+    monkeypatch.setattr(pair_mod.rules_, "should_time", lambda ev, rules: ("standard",))
+    monkeypatch.setattr(pair_mod, "roofline_section", lambda ctx: None)
+    problem = load_problem(problem_path("level1/5_ReLU"))
+    record = pair_mod.PairEvaluation(problem, Candidate.from_path(CANDIDATE),
+                                     EvalOptions(device="cpu", sandbox="off", protocol="standard"), "cpu",
+                                     gate=gate).run(pair_mod.CompileResult(ok=True))
+    return modes, record
+
+
+@pytest.mark.parametrize("role", ["reference", "harness"])
+def test_out_of_memory_not_the_candidates_in_timing_beside_other_pairs_runs_it_again_alone(monkeypatch, role):
+    """On the 80 GB H100 (h100-2026-12-06-c, --gpu-share 5) level1/25's timing ran out of memory by 0.03 GiB beside
+    twelve idle workers started ahead by other pairs: an honest pair recorded ``reference_error`` (or, where kbv's
+    own buffers ran out, ``harness_error``). The stage runs again, once, with the GPU to itself and the idle workers
+    closed; its times replace the first run's, and what the first run saw of the candidate stands."""
+    modes, record = _run_with_performance(monkeypatch, [(role, OOM), None], DeviceGate(), idle=12)
+    assert modes == ["place", "exclusive"]
+    assert record.error is None, record.error
+    assert record.env["performance_rerun"]["role"] == role
+    assert record.env["performance_rerun"]["idle_workers_closed"] == 12
+    assert record.timing_ms["run"] == 2 and record.wall_seconds["performance/rerun"] >= 0
+    assert "idle_work" in record.flags and record.verdict == "rejected"  # the first run's finding stands
+    modes, record = _run_with_performance(monkeypatch, [(role, OOM), (role, OOM)], DeviceGate())
+    assert modes == ["place", "exclusive"] and "out of memory" in record.error["message"]  # alone too: it stands
+
+
+def test_a_candidates_out_of_memory_in_timing_and_unshared_gpus_get_no_second_run(monkeypatch):
+    modes, record = _run_with_performance(monkeypatch, [("candidate", OOM), None], DeviceGate())
+    assert modes == ["place"] and "out of memory" in record.error["message"]  # its own: no second chance
+    modes, record = _run_with_performance(monkeypatch, [("reference", "CUDA error: an illegal memory access"), None],
+                                          DeviceGate())
+    assert modes == ["place"] and "performance_rerun" not in record.env
+    modes, record = _run_with_performance(monkeypatch, [("reference", OOM), None], None)
+    assert modes == ["alone"] and "performance_rerun" not in record.env
+
+
 HANDOFF_OOM = ("output 0 is a output handoff failed: HandoffError: OutOfMemoryError: CUDA out of memory. Tried to "
                "allocate 4.00 GiB., not exactly a torch.Tensor")
 
