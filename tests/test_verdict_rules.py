@@ -1434,6 +1434,38 @@ def test_beside_other_pairs_correctness_keeps_the_gpu_until_its_early_workers_ar
     assert started.done()
 
 
+def test_the_performance_stage_run_again_after_the_references_out_of_memory_is_a_whole_fresh_stage(
+        fake, tmp_path) -> None:
+    """The performance stage itself, with fake workers, beside other pairs (``DeviceGate``): the reference's worker
+    runs out of device memory in its first timing command (on the 80 GB H100, level1/25 beside twelve idle workers
+    started ahead: h100-2026-12-06-c). The stage runs again with the GPU to itself, fresh workers and all its
+    rounds, and the record holds that run's times, no failure, and why (``env.performance_rerun``)."""
+    from kbv.eval import pair as pair_module
+    from kbv.eval.gate import DeviceGate
+
+    oom = {"left": 1}
+    inner = timing_script(1.0, 0.0)
+
+    def reference(msg: dict[str, Any]) -> dict[str, Any]:
+        if msg["cmd"] == "time" and oom["left"]:
+            oom["left"] -= 1
+            raise WorkerFailure("error", "OutOfMemoryError: CUDA out of memory. Tried to allocate 6.00 GiB.")
+        return inner(msg)
+
+    fake.scripts = {"reference": reference, "candidate": timing_script(1.0, 0.0)}
+    gate = DeviceGate()
+    gate.hold_idle(lambda: 12)
+    evaluation = pair_module.PairEvaluation.__new__(pair_module.PairEvaluation)
+    evaluation.ctx, evaluation.gate = timing_context(tmp_path), gate
+    ctx = evaluation.ctx
+    evaluation._performance(ctx)
+    assert ctx.evidence.failures == [], ctx.evidence.failures
+    rerun = ctx.draft.env["performance_rerun"]
+    assert rerun["role"] == "reference" and "out of memory" in rerun["message"] and rerun["idle_workers_closed"] == 12
+    assert ctx.draft.timing_ms["reference_verified"]["n"] > 0 and ctx.draft.speedup["verified"]["value"] == 1.0
+    assert ctx.spent["performance/rerun"] >= 0 and decide(ctx.evidence, RULES).verdict == "correct"
+
+
 def test_a_workers_cuda_start_is_split_from_its_process_start(fake, tmp_path) -> None:
     """Issue 13: a GPU worker starts CUDA before its hello; the seconds its hello says that took move from
     ``<stage>/process_start`` to ``<stage>/cuda_init`` where the start was charged, and nowhere where it was not."""
