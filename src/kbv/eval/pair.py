@@ -76,6 +76,17 @@ class CompileResult:
         return self.failure.error if self.failure else None
 
 
+def _out_of_memory_of(first_run: Callable[[], Failure | None]) -> Failure | None:
+    """A stage's first run beside other pairs: the out-of-memory failure it found (``first_run``'s return), or the
+    reference's raised out-of-memory failure; any other reference failure is raised on."""
+    try:
+        return first_run()
+    except ReferenceFailed as exc:
+        if not out_of_memory(exc.failure):
+            raise
+        return exc.failure
+
+
 def out_of_memory(failure: Failure) -> bool:
     """A stage failure that reads as the device running out of memory (either role's)."""
     return reads_out_of_memory(failure.error)
@@ -203,12 +214,14 @@ class PairEvaluation:
             finally:
                 self._next_started(self.ctx)
             return
+        gate = self.gate
         t_first = time.monotonic()
-        try:
-            t0 = time.monotonic()
-            need = correctness_memory(self.ctx)
-            self.ctx.draft.env["correctness_memory_expected"] = need
-            with self.gate.shared(need):  # how long it waited for another pair's timing (or memory) to leave the GPU
+        t0 = time.monotonic()
+        need = correctness_memory(self.ctx)
+        self.ctx.draft.env["correctness_memory_expected"] = need
+
+        def first_run() -> Failure | None:
+            with gate.shared(need):  # how long it waited for another pair's timing (or memory) to leave the GPU
                 self.ctx.charge("correctness", "waiting_for_gpu", time.monotonic() - t0)
                 try:
                     CorrectnessStage(self.ctx).run()
@@ -217,12 +230,9 @@ class PairEvaluation:
                 if self.ctx.early_workers is not None:  # their CUDA starts, too, end before another pair is timed
                     with self.ctx.clock("correctness", "start_ahead"):
                         futures.wait([self.ctx.early_workers])
-            starved = next((f for f in self.ctx.evidence.failures if out_of_memory(f)), None) or judge_starved(
-                self.ctx)
-        except ReferenceFailed as exc:
-            if not out_of_memory(exc.failure):
-                raise
-            starved = exc.failure
+            return next((f for f in self.ctx.evidence.failures if out_of_memory(f)), None) or judge_starved(self.ctx)
+
+        starved = _out_of_memory_of(first_run)
         if starved is None:
             return
         first = self.ctx
@@ -230,16 +240,9 @@ class PairEvaluation:
         self.ctx = first.again()
         if not first.options.keep_scratch:
             shutil.rmtree(first.scratch, ignore_errors=True)
-        self.ctx.draft.env["correctness_rerun"] = {
-            "reason": "out of memory while other pairs shared the GPU: run again with the GPU to itself",
-            "role": starved.role, "message": str(starved.error.get("message", ""))[:300]}
         self.ctx.draft.env["correctness_memory_expected"] = need
-        self.ctx.charge("correctness", "rerun", time.monotonic() - t_first)  # the first run, waits included: discarded
-        t0 = time.monotonic()
-        with self.gate.exclusive() as closed:  # and the workers started ahead, idle on the GPU, closed
-            self.ctx.draft.env["correctness_rerun"]["idle_workers_closed"] = closed
-            self.ctx.charge("correctness", "waiting_for_gpu", time.monotonic() - t0)
-            CorrectnessStage(self.ctx).run()
+        self._alone_again(self.ctx, "correctness", "out of memory while other pairs shared the GPU: run again with "
+                          "the GPU to itself", starved, t_first, lambda: CorrectnessStage(self.ctx).run())
 
     def _performance(self, ctx: PairContext) -> None:
         """The performance stage; on a GPU shared with other pairs (``--gpu-share``) an out-of-memory error that is
@@ -255,30 +258,37 @@ class PairEvaluation:
         failures_before = len(ev.failures)
         kept = {name: copy.deepcopy(getattr(draft, name)) for name in ("timing_ms", "speedup", "memory_bytes")}
         t_first = time.monotonic()
-        try:
+
+        def first_run() -> Failure | None:
             PerformanceStage(ctx).run(self._timing_place(ctx))
-            starved = next((f for f in ev.failures[failures_before:]
-                            if f.stage == "performance" and f.role != "candidate" and out_of_memory(f)), None)
-        except ReferenceFailed as exc:
-            if not out_of_memory(exc.failure):
-                raise
-            starved = exc.failure
+            return next((f for f in ev.failures[failures_before:]
+                         if f.stage == "performance" and f.role != "candidate" and out_of_memory(f)), None)
+
+        starved = _out_of_memory_of(first_run)
         if starved is None:
             return
         del ev.failures[failures_before:]
         for name, value in kept.items():
             setattr(draft, name, value)
-        draft.env["performance_rerun"] = {
-            "reason": "out of memory, not the candidate's, while other pairs shared the GPU: run again with the "
-                      "GPU to itself and the idle workers started ahead closed",
-            "role": starved.role, "message": str(starved.error.get("message", ""))[:300]}
         ctx.spent = {k: v for k, v in ctx.spent.items() if not k.startswith("performance/")}
-        ctx.charge("performance", "rerun", time.monotonic() - t_first)  # the first run, waits included: discarded
+        self._alone_again(ctx, "performance", "out of memory, not the candidate's, while other pairs shared the GPU: "
+                          "run again with the GPU to itself and the idle workers started ahead closed", starved,
+                          t_first, lambda: PerformanceStage(ctx).run(None))
+
+    def _alone_again(self, ctx: PairContext, stage: str, reason: str, starved: Failure, t_first: float,
+                     run: Callable[[], None]) -> None:
+        """A stage's second run (``run``) after an out-of-memory error beside other pairs: why, in
+        ``env.<stage>_rerun``; the first run's time (waits included, discarded) charged to ``<stage>/rerun``; then the
+        GPU to itself, the idle workers started ahead closed (``DeviceGate.exclusive``: how many, in the same entry)."""
+        assert self.gate is not None
+        ctx.draft.env[f"{stage}_rerun"] = {"reason": reason, "role": starved.role,
+                                           "message": str(starved.error.get("message", ""))[:300]}
+        ctx.charge(stage, "rerun", time.monotonic() - t_first)
         t0 = time.monotonic()
         with self.gate.exclusive() as closed:
-            draft.env["performance_rerun"]["idle_workers_closed"] = closed
-            ctx.charge("performance", "waiting_for_gpu", time.monotonic() - t0)
-            PerformanceStage(ctx).run(None)
+            ctx.draft.env[f"{stage}_rerun"]["idle_workers_closed"] = closed
+            ctx.charge(stage, "waiting_for_gpu", time.monotonic() - t0)
+            run()
 
     @contextmanager
     def _timing_place(self, ctx: PairContext) -> Iterator[Callable[[], AbstractContextManager[int]]]:
