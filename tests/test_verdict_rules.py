@@ -2624,6 +2624,16 @@ def test_a_reference_slowed_beside_the_candidates_process_is_rejected_against_it
         assert "reference_slowed" not in run().evidence.observed and put
 
 
+def _cleaned_pair(fake: type[FakeWorker], tmp_path: Path, reference: Callable[[dict], dict]) -> PairContext:
+    """The performance stage on a GPU with the clean command, ``reference`` the reference's script and an honest
+    1.0 ms candidate: its context once run."""
+    fake.scripts = {"reference": reference, "candidate": timing_script(1.0, 0.0)}
+    ctx = timing_context(tmp_path, "cuda")
+    ctx.options.clean_reference = True
+    performance.PerformanceStage(ctx).run()
+    return ctx
+
+
 def _slowed_reference(slowed: Callable[[int, int], float]) -> tuple[Callable[[dict], dict], list[int]]:
     """A fake reference worker whose timing command in round ``r`` of its ``n``-th worker (counting reference workers
     from 0 by their clean commands seen) reports ``slowed(n, r)`` ms per call; and the list of its rounds."""
@@ -2645,10 +2655,7 @@ def test_a_reference_slowed_in_some_commands_is_judged_by_the_median_its_speedup
     The rule reads the pair's pooled reference median, the figure its speedup reads: ``reference_slowed``. The
     least command's ratio (the rule before) would not have fired."""
     reference, rounds = _slowed_reference(lambda n, r: 10.0 if r in (1, 2) else 1.0)
-    fake.scripts = {"reference": reference, "candidate": timing_script(1.0, 0.0)}
-    ctx = timing_context(tmp_path, "cuda")
-    ctx.options.clean_reference = True
-    performance.PerformanceStage(ctx).run()
+    ctx = _cleaned_pair(fake, tmp_path, reference)
     found = ctx.draft.timing_ms["reference_clean"]
     first = found["pairs"][0]["verified"]
     assert min(first["beside_ms"]) / first["clean_ms"] == pytest.approx(1.0)  # the least command: clean
@@ -2662,10 +2669,7 @@ def test_a_flag_a_fresh_pair_clears_drops_the_flagged_pairs_times(fake, tmp_path
     the H100 one honest pair read 1.20 of 54: docs/results/h100-2026-12-06-b). A fresh pair decides: clean there, no
     flag, and the flagged pair's times of both roles are dropped, so its slowed reference reaches no speedup."""
     reference, rounds = _slowed_reference(lambda n, r: 1.3 if n == 0 and r < TIMING_ROUNDS else 1.0)
-    fake.scripts = {"reference": reference, "candidate": timing_script(1.0, 0.0)}
-    ctx = timing_context(tmp_path, "cuda")
-    ctx.options.clean_reference = True
-    performance.PerformanceStage(ctx).run()
+    ctx = _cleaned_pair(fake, tmp_path, reference)
     found = ctx.draft.timing_ms["reference_clean"]
     assert [p["pair"] for p in found["pairs"]] == [0, 1] and rounds == list(range(TIMING_ROUNDS + 1)) * 2
     assert found["confirmation"] == {"flagged_pairs": [0], "pair": 1, "confirmed": False, "dropped_pairs": [0]}
@@ -2686,10 +2690,7 @@ def test_a_clean_command_that_reads_slow_is_read_again_and_the_faster_counts(fak
         monkeypatch.setattr(performance, "REFERENCE_CLEAN_RETRY_BELOW", 0.0)
     reference, rounds = _slowed_reference(
         lambda n, r: 1.5 if r < TIMING_ROUNDS else 2.0 if r == TIMING_ROUNDS else 1.0)
-    fake.scripts = {"reference": reference, "candidate": timing_script(1.0, 0.0)}
-    ctx = timing_context(tmp_path, "cuda")
-    ctx.options.clean_reference = True
-    performance.PerformanceStage(ctx).run()
+    ctx = _cleaned_pair(fake, tmp_path, reference)
     found = ctx.draft.timing_ms["reference_clean"]
     first = found["pairs"][0]["verified"]
     if not retry:
@@ -2707,10 +2708,7 @@ def test_an_honest_clean_command_that_reads_slow_once_raises_no_flag(fake, tmp_p
     """The honest side of the retry: a first clean command read slow, the second as the pair's others; no flag, no
     fresh pair, the reference's times as they were."""
     reference, rounds = _slowed_reference(lambda n, r: 2.0 if r == TIMING_ROUNDS else 1.0)
-    fake.scripts = {"reference": reference, "candidate": timing_script(1.0, 0.0)}
-    ctx = timing_context(tmp_path, "cuda")
-    ctx.options.clean_reference = True
-    performance.PerformanceStage(ctx).run()
+    ctx = _cleaned_pair(fake, tmp_path, reference)
     found = ctx.draft.timing_ms["reference_clean"]
     assert rounds == list(range(TIMING_ROUNDS + 2)) and found["confirmation"] is None and not found["flagged"]
     assert found["pairs"][0]["verified"]["ratio"] == pytest.approx(1.0)
