@@ -2027,11 +2027,13 @@ def test_outputs_too_large_for_the_ring_are_judged_after_each_command(fake, monk
     outputs and ran out of memory, docs/results/h100-2026-12-05): each command's kept calls are then judged, and
     dropped, once that command has ended, before the next command begins. Otherwise drawn after the last round."""
     log: list[tuple[str, str]] = []
+    messages: list[tuple[str, dict[str, Any]]] = []
 
     class Logging(FakeWorker):
         def call(self, msg: dict[str, Any], deadline: float, max_bytes: int | None = None,
                  pacer: Any = None, spin: bool = False) -> dict[str, Any]:
             log.append((self.spec.role, msg["cmd"]))
+            messages.append((self.spec.role, dict(msg)))
             return super().call(msg, deadline, max_bytes, pacer)
 
     monkeypatch.setattr(context_module, "Worker", Logging)
@@ -2041,6 +2043,11 @@ def test_outputs_too_large_for_the_ring_are_judged_after_each_command(fake, monk
     stage = performance.PerformanceStage(ctx)
     assert stage.judge_each_command is each_command and (output_mib * 2**20 > stage.ring_bytes) is each_command
     stage.run()
+    # the reference's call run again for the judge skips its own input comparison (its reply is not read: a whole
+    # input less on the device); on the CPU no command asks the workers to release cached device memory
+    judged_forwards = [m for role, m in messages if role == "reference" and m["cmd"] == "forward" and "baseline" in m]
+    assert judged_forwards and all(m["check_mutation"] is False for m in judged_forwards)
+    assert not any(m.get("release_cached") for _, m in messages if m["cmd"] == "time")
     candidate = [cmd for role, cmd in log if role == "candidate" and cmd in ("time", "kept", "drop")]
     if each_command:  # each command's outputs judged and dropped before the next
         # per command, what followed it: its judged calls (k), then the drop (d); the burst check comes after
@@ -2055,6 +2062,34 @@ def test_outputs_too_large_for_the_ring_are_judged_after_each_command(fake, monk
         first, drop = candidate.index("kept"), candidate.index("drop")  # drawn after every round, then dropped
         assert candidate[:first] == ["time"] * 4 and set(candidate[first:drop]) == {"kept"}, candidate
         assert "judged_each_command" not in ctx.draft.timing_ms
+
+
+@pytest.mark.parametrize("output_gib, released", [(6, True), (0.001, False)])
+def test_a_gpu_pairs_workers_give_back_cached_device_memory_after_commands_whose_outputs_fill_the_ring(
+        fake, tmp_path, output_gib, released) -> None:
+    """On an 80 GB H100 a 6 GiB output's candidate worker held 36.6 GiB after its timing (the caching allocator's
+    free blocks), and the reference's judged call ran out of memory beside it, run again alone too
+    (h100-2026-12-06-d). Where outputs are judged after each command, every timing command of both roles, clean
+    ones too, asks its worker to give the free blocks back; otherwise none does (no extra allocations to time)."""
+    seen: list[tuple[str, dict[str, Any]]] = []
+
+    def logged(role):
+        base = timing_script(1.0, host_ms=0.0)
+
+        def script(msg):
+            seen.append((role, dict(msg)))
+            return base(msg)
+        return script
+
+    fake.scripts = {"reference": logged("reference"), "candidate": logged("candidate")}
+    ctx = timing_context(tmp_path)
+    ctx.output_bytes = int(output_gib * 2**30)
+    stage = performance.PerformanceStage(ctx)
+    assert stage.judge_each_command is released
+    stage.run()
+    times = [(role, m) for role, m in seen if m["cmd"] == "time"]
+    assert {role for role, _ in times} == {"reference", "candidate"}
+    assert all(bool(m.get("release_cached")) is released for _, m in times), times
 
 
 def test_timed_inputs_are_handed_over_in_turn_only() -> None:

@@ -7,13 +7,14 @@ module never runs candidate code, and no candidate worker imports it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
 
 from kbv import judge_fused
-from kbv.protocol import CPU_CHUNK, STANDARD_ATOL, TOLERANCES, Tolerance
+from kbv.protocol import CPU_CHUNK, PRECISION_NOISE_FACTOR, STANDARD_ATOL, TOLERANCES, Tolerance
 
 
 @dataclass
@@ -25,6 +26,7 @@ class Comparison:
     reason: str = ""
     per_output: list[dict[str, Any]] = field(default_factory=list)
     centred_error: float | None = None  # ||c - r|| / ||r - mean(r)|| where criterion (2) applies
+    precision_recheck: dict[str, Any] | None = None  # where a failure was judged again (``recheck_with_noise``)
 
 
 CHUNK = 1 << 24  # elements per chunk: bounds the judge's temporary memory on large outputs
@@ -70,9 +72,9 @@ def _scale_sums(ref: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return total, count
 
 
-def compare_tensor(cand: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> Comparison:
-    """The tolerance policy for one output tensor (see ``kbv.protocol``); shapes and dtypes are checked by the
-    caller. Works through chunks so a 1 GB output needs bounded temporaries; every chunk's figures are kept where
+def compare_tensor(cand: torch.Tensor, ref: torch.Tensor, tol: Tolerance, atol_min: float = 0.0) -> Comparison:
+    """The tolerance policy for one output tensor (see ``kbv.protocol``; ``atol_min`` raises the absolute term to
+    at least that, ``recheck_with_noise``); shapes and dtypes are checked by the caller. Works through chunks so a 1 GB output needs bounded temporaries; every chunk's figures are kept where
     the data is and read once at the end (on the H200 a judge that read each chunk's figures took 0.13 s per
     4 GiB output). A large GPU output's figures come from one fused pass instead (``kbv.judge_fused``)."""
     if not ref.is_floating_point():
@@ -82,16 +84,16 @@ def compare_tensor(cand: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> Com
                           max_abs_error=0.0 if equal else float("inf"), error_ratio=0.0 if equal else float("inf"))
     work = _work_dtype(ref.dtype)
     if judge_fused.applies(ref, cand):
-        atol = max(tol.atol_scale * output_scale(ref), tol.atol_floor)
+        atol = max(tol.atol_scale * output_scale(ref), tol.atol_floor, atol_min)
         return _decide(*judge_fused.figures(cand, ref, atol, tol.rtol), ref, tol, atol)
     atol_t: torch.Tensor | float
     if ref.is_cuda:  # the tolerance stays on the device: the whole comparison is read once, at the end (each read
         # waits for a time slice on a GPU shared with other pairs)
         total, count = _scale_sums(ref)
         scale = torch.sqrt(total / count.clamp_min(1).to(torch.float64))
-        atol_t = torch.clamp_min(scale * tol.atol_scale, tol.atol_floor)
+        atol_t = torch.clamp_min(scale * tol.atol_scale, max(tol.atol_floor, atol_min))
     else:
-        atol_t = max(tol.atol_scale * output_scale(ref), tol.atol_floor)
+        atol_t = max(tol.atol_scale * output_scale(ref), tol.atol_floor, atol_min)
     atol_w = atol_t.to(work) if isinstance(atol_t, torch.Tensor) else atol_t
     # bad_nonfinite, over, n (elements of finite reference): counts; ratio, max_abs, max_rel: maxima; sums for (2)
     counts = torch.zeros(3, dtype=torch.int64, device=ref.device)
@@ -133,11 +135,11 @@ def _decide(counts: list[int], maxima: list[float], sums: list[float], ref: torc
     if bad_nonfinite:
         return Comparison(False, max_abs, max_rel, float("inf"),
                           f"{bad_nonfinite} elements non-finite where the reference is not (or mismatched NaN/inf)")
+    centred = _centred_error(n, sum_r, sum_r2, sum_d2, ref.dtype, tol)
     if ratio > 1.0:
         return Comparison(False, max_abs, max_rel, ratio,
                           f"{over} of {ref.numel()} elements outside tolerance (max |err| {max_abs:.3g}, "
-                          f"atol_eff {atol:.3g}, rtol {tol.rtol:g})")
-    centred = _centred_error(n, sum_r, sum_r2, sum_d2, ref.dtype, tol)
+                          f"atol_eff {atol:.3g}, rtol {tol.rtol:g})", centred_error=centred)
     if centred is not None and centred > tol.centred_rtol:
         return Comparison(False, max_abs, max_rel, ratio,
                           f"centred relative error {centred:.3g} > {tol.centred_rtol:g} (the output's variation is "
@@ -168,8 +170,10 @@ def _structure_matches(structure: str, n_cand: int, ref_structure: str, n_ref: i
     return ""
 
 
-def compare_outputs(cand_reply: dict[str, Any], ref_reply: dict[str, Any], precision: str) -> Comparison:
-    """Verified-protocol comparison of one trial's outputs: exact type, shape, dtype, then the tolerance policy."""
+def compare_outputs(cand_reply: dict[str, Any], ref_reply: dict[str, Any], precision: str,
+                    noise: list[tuple[float, float] | None] | None = None) -> Comparison:
+    """Verified-protocol comparison of one trial's outputs: exact type, shape, dtype, then the tolerance policy
+    (widened per output by the reference's own precision noise where ``noise`` gives it: ``recheck_with_noise``)."""
     tol = TOLERANCES[precision]
     cand_items, ref_items = cand_reply["outputs"], ref_reply["outputs"]
     problem = _structure_matches(cand_reply["structure"], len(cand_items), ref_reply["structure"], len(ref_items))
@@ -189,7 +193,13 @@ def compare_outputs(cand_reply: dict[str, Any], ref_reply: dict[str, Any], preci
         if cand.dtype != ref.dtype:
             return Comparison(False, float("inf"), float("inf"), float("inf"),
                               f"output {i} has dtype {cand.dtype}, the reference {ref.dtype}")
-        cmp = compare_tensor(cand, ref, tol)
+        own = noise[i] if noise is not None and i < len(noise) else None
+        if own is None:
+            cmp = compare_tensor(cand, ref, tol)
+        else:  # the allowance: PRECISION_NOISE_FACTOR times the reference's own deviation, in both criteria
+            cmp = compare_tensor(cand, ref, replace(tol, centred_rtol=max(tol.centred_rtol,
+                                                                          PRECISION_NOISE_FACTOR * own[1])),
+                                 atol_min=PRECISION_NOISE_FACTOR * own[0])
         worst.per_output.append({"max_abs_error": cmp.max_abs_error, "error_ratio": cmp.error_ratio,
                                  "centred_error": cmp.centred_error})
         worst.max_abs_error = max(worst.max_abs_error, cmp.max_abs_error)
@@ -202,6 +212,39 @@ def compare_outputs(cand_reply: dict[str, Any], ref_reply: dict[str, Any], preci
             worst.reason = f"output {i}: {cmp.reason}"
             return worst
     return worst
+
+
+def recheck_with_noise(cand_reply: dict[str, Any], ref_reply: dict[str, Any], strict_reply: dict[str, Any],
+                       precision: str) -> Comparison | None:
+    """A trial that failed the tolerance, judged again against the reference's own run of the same inputs in
+    strict IEEE float32 (``strict_reply``: TF32 and reduced-precision paths off), with the allowance widened by how
+    far the reference's judged run (``ref_reply``, under the flags it ran with) lies from that strict run: on each
+    output, the absolute term to at least ``PRECISION_NOISE_FACTOR`` times their largest difference and the
+    centred limit to at least that factor times their centred error. An honest kernel with the reference's own
+    rounding (TF32, another cuDNN algorithm) errs about as much again; a kernel of lower precision than the
+    reference's run errs more. None where the reference's two runs agree exactly (no noise to allow for) or
+    differ in structure."""
+    if len(ref_reply["outputs"]) != len(strict_reply["outputs"]):
+        return None
+    tol = TOLERANCES[precision]
+    noise: list[tuple[float, float] | None] = []
+    for r_item, s_item in zip(ref_reply["outputs"], strict_reply["outputs"]):
+        ref, strict = r_item.get("tensor"), s_item.get("tensor")
+        if (not isinstance(ref, torch.Tensor) or not isinstance(strict, torch.Tensor) or not ref.is_floating_point()
+                or ref.shape != strict.shape or ref.dtype != strict.dtype):
+            noise.append(None)
+            continue
+        own = compare_tensor(ref, strict, tol)
+        if not math.isfinite(own.max_abs_error):
+            noise.append(None)
+            continue
+        noise.append((own.max_abs_error, own.centred_error or 0.0))
+    if not any(n is not None and n[0] > 0.0 for n in noise):
+        return None
+    again = compare_outputs(cand_reply, strict_reply, precision, noise)
+    again.precision_recheck = {"noise": [list(n) if n is not None else None for n in noise],
+                               "factor": PRECISION_NOISE_FACTOR, "passed": again.passed}
+    return again
 
 
 def standard_check(cand_reply: dict[str, Any], ref_reply: dict[str, Any], tolerance: float = STANDARD_ATOL) -> bool:

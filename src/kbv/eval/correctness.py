@@ -35,6 +35,23 @@ def as_float(x: Any) -> float:
     return float(x) if isinstance(x, (int, float)) else float("inf")
 
 
+def note_recheck(result: dict[str, Any], cmp: dict[str, Any]) -> None:
+    """Count into a distribution's result a trial the judge judged again with the reference's own precision noise
+    allowed for (``kbv.judge.recheck_with_noise``): trials, those that passed so, and per output the largest noise
+    seen, [largest difference, centred error]."""
+    recheck = cmp.get("precision_recheck")
+    if not isinstance(recheck, dict):
+        return
+    seen = result.setdefault("precision_recheck", {"trials": 0, "passed": 0, "noise": []})
+    seen["trials"] += 1
+    seen["passed"] += int(bool(recheck.get("passed")))
+    for i, own in enumerate(recheck.get("noise") or []):
+        if i == len(seen["noise"]):
+            seen["noise"].append(None)
+        if own is not None:
+            seen["noise"][i] = [max(a, b) for a, b in zip(seen["noise"][i] or own, own)]
+
+
 def poisoned(ref_out: dict[str, Any], which: int) -> dict[str, Any]:
     """What a candidate forward in correctness is sent beside the seed: poison for the freed blocks of the sizes the
     call will allocate (its outputs, as the reference's are, plus small-pool blocks) and guard bands around its
@@ -403,6 +420,7 @@ class CorrectnessStage:
             result["centred_error"] = max(result["centred_error"] or 0.0, cmp["centred_error"])
         if name == "D1":
             self.ev.standard_d1.append(bool(judged["standard"]))
+        note_recheck(result, cmp)
         if not cmp["passed"]:
             result["status"] = "failed"
             result["reason"] = cmp["reason"]

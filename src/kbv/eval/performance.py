@@ -524,6 +524,8 @@ class PerformanceStage:
                                            "round": round_index}
                     msg["ring_bytes"] = self.ring_bytes  # both roles keep every output: the same work and memory
                     msg["record"] = self.recorded is not None  # both roles alike: the same work around each call
+                    if self.judge_each_command and self.ctx.device != "cpu":  # both roles alike (release_cached)
+                        msg["release_cached"] = True
                     if role == "reference" and cached:
                         if round_index or pair_index:
                             continue  # cached: one short re-measure only
@@ -989,7 +991,8 @@ class PerformanceStage:
         loan = self.pair_loans.get("reference")  # its filler is None, and close_command nothing, where not lent
         pacer = self._pacer(round_index, loan.filler(round_index) if loan is not None else None)
         msg = {"cmd": "time", "baselines": self.baselines, "share": share, "round": round_index,
-               "ring_bytes": self.ring_bytes, "record": False, "full_warmup": full_warmup}
+               "ring_bytes": self.ring_bytes, "record": False, "full_warmup": full_warmup,
+               "release_cached": self.judge_each_command and self.ctx.device != "cpu"}
         reply = self._call(reference, "reference", msg, deadline, pacer)
         if pacer.fill_error is not None:  # the lender failed while filling the slot
             raise pacer.fill_error
@@ -1176,14 +1179,18 @@ class PerformanceStage:
         if not got.get("found"):
             record |= {"passed": False, "reason": "the kept output was not returned"}
         else:
+            # its own inputs not compared after the call: the reply is not read, and a whole input less on the
+            # device (on an 80 GB H100 a 6 GiB output's judged call ran out of memory beside the candidate's worker)
             self._call(reference, "reference", {"cmd": "forward", "seed": seed, "distribution": dist,
-                                                "baseline": baseline}, deadline)
+                                                "baseline": baseline, "check_mutation": False}, deadline)
             judged = self._call(reference, "reference", {
                 "cmd": "judge", "candidate": {"structure": got["structure"], "outputs": got["outputs"]},
                 "precision": self.options.precision, "digest": "burst" not in fetch}, deadline)
             self.ctx.note_judge_split("performance", judged)
             record |= {"passed": bool(judged["comparison"]["passed"]),
                        "reason": judged["comparison"].get("reason", "")}
+            if judged["comparison"].get("precision_recheck"):
+                record["precision_recheck"] = judged["comparison"]["precision_recheck"]
             if "burst" not in fetch and judged.get("digest") != committed:
                 record |= {"passed": False, "committed": committed is not None,
                            "reason": "the kept output is not the one committed when its call ended" if committed

@@ -27,6 +27,19 @@ def apply_baseline(name: str) -> dict[str, Any]:
     return read_flags()
 
 
+def apply_strict() -> None:
+    """IEEE float32 everywhere: TF32 off for matmuls and cuDNN (new-style and legacy controls), for the reference's
+    strict run of a trial judged again (``kbv.judge.recheck_with_noise``); ``restore_flags`` puts back the rest."""
+    backends = torch.backends
+    if hasattr(backends.cuda.matmul, "fp32_precision"):
+        backends.cuda.matmul.fp32_precision = "ieee"
+    if hasattr(backends.cudnn, "conv") and hasattr(backends.cudnn.conv, "fp32_precision"):
+        backends.cudnn.conv.fp32_precision = "ieee"
+    torch.set_float32_matmul_precision("highest")
+    backends.cuda.matmul.allow_tf32 = False
+    backends.cudnn.allow_tf32 = False
+
+
 def read_flags() -> dict[str, Any]:
     backends = torch.backends
     flags: dict[str, Any] = {}
