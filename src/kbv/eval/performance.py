@@ -153,17 +153,18 @@ class PerformanceStage:
         # per role, the CPU time its timing worker used while the other role's timing command ran (it has no command
         # then: idle), and that command's wall time, in milliseconds, read by the parent (``observe.cpu_ns``)
         self.idle_cpu: dict[str, list[float]] = {"reference": [0.0, 0.0], "candidate": [0.0, 0.0]}
-        # per baseline, the median of each reference timing command that came right after a candidate's timing
-        # command ("after") and of the others ("other"): device work a candidate left queued at its reply runs
-        # beside the next command (timing_ms.reference_after_candidate)
-        self.reference_rounds: dict[str, dict[str, list[float]]] = {}
+        # per pair and baseline, the median of each reference timing command that came right after a candidate's
+        # timing command ("after") and of the others ("other"): device work a candidate left queued at its reply
+        # runs beside the next command (timing_ms.reference_after_candidate)
+        self.reference_rounds: dict[int, dict[str, dict[str, list[float]]]] = {}
+        self.after_confirmation: dict[str, Any] | None = None  # ``_confirm_reference_slowed``'s, for that rule
         # per baseline, the median of each of the current pair's reference timing commands (all of them, the first
         # too), and per pair timed clean, what its clean command found (``_clean_reference``)
         self.pair_reference: dict[str, list[float]] = {}
         self.pair_reference_allocs: dict[str, list[Any]] = {}  # the same commands' ``allocator`` counts (on CUDA)
         self.clean = clean_reference_on(ctx.options.clean_reference, ctx.device)
         self.reference_clean: list[dict[str, Any]] = []
-        self.clean_confirmation: dict[str, Any] | None = None  # ``_confirm_reference_clean``'s finding
+        self.clean_confirmation: dict[str, Any] | None = None  # ``_confirm_reference_slowed``'s, for the clean rule
         self.pair_groups: dict[int, dict[tuple[str, str], list[float]]] = {}  # each pair's sample lists, by role, baseline
         self.pair_loans: dict[str, TimedLoan] = {}  # the current pair's (``_time_pair``)
         # on a GPU: per role, the driver's utilisation samples of its worker while the other role was timed
@@ -362,8 +363,8 @@ class PerformanceStage:
                     aside = draft.timing_ms.get("reference_cache_set_aside")
                     if n_pairs == 1 and not self.truncated and not self.confirming and aside:
                         self._second_pair_after_set_aside(aside, samples, memory_peaks, exiting, timing)
-                    if self._clean_flagged():
-                        self._confirm_reference_clean(samples, memory_peaks, exiting, timing)
+                    if self._clean_flagged() or self._after_flagged():
+                        self._confirm_reference_slowed(samples, memory_peaks, exiting, timing)
                     clocks_end = _READER.submit(envinfo.gpu_clocks, ctx.gpu) if ctx.device == "cuda" else None
             except WorkerFailure as failure:
                 error = failure_dict("performance", failure)
@@ -574,7 +575,8 @@ class PerformanceStage:
                         if self.ctx.device != "cpu" and isinstance(peaks, list):
                             self.call_memory[role].extend(int(p) for p in peaks if isinstance(p, int))
                         if role == "reference" and times and previous is not None:  # (the first: neither)
-                            self.reference_rounds.setdefault(b, {"after": [], "other": []})[
+                            self.reference_rounds.setdefault(pair_index, {}).setdefault(
+                                b, {"after": [], "other": []})[
                                 "after" if previous == "candidate" else "other"].append(statistics.median(times))
                         warmups[role].setdefault(b, timing["warmup"])
                         self.draft.timing_ms["flush_bytes"] = timing["flush_bytes"]
@@ -825,31 +827,53 @@ class PerformanceStage:
                 figures["busy"].append([round(offset * 1e3, 1), sm, round(elapsed_ms, 1)])
         figures["commands"] += 1
 
+    def _after_ratios(self, pairs: set[int] | None = None) -> dict[str, Any]:
+        """Per baseline, the after/other figures pooled over ``pairs`` (default: every pair timed so far) where both
+        groups have a command: ``after_ms``, ``other_ms`` and ``ratio``, the least of the first over the most of
+        the second (``_record_reference_after_candidate``)."""
+        pooled: dict[str, dict[str, list[float]]] = {}
+        for pair, rounds in sorted(self.reference_rounds.items()):
+            if pairs is None or pair in pairs:
+                for b, v in rounds.items():
+                    group = pooled.setdefault(b, {"after": [], "other": []})
+                    group["after"] += v["after"]
+                    group["other"] += v["other"]
+        return {b: {"after_ms": [round(t, 5) for t in v["after"]], "other_ms": [round(t, 5) for t in v["other"]],
+                    "ratio": round(min(v["after"]) / max(v["other"]), 4) if max(v["other"]) > 0 else None}
+                for b, v in pooled.items() if v["after"] and v["other"]}
+
+    def _after_flagged(self, pairs: set[int] | None = None) -> bool:
+        """On a GPU, whether the after/other ratio over ``pairs`` is above ``REFERENCE_AFTER_CANDIDATE_MAX`` under
+        any baseline."""
+        return self.ctx.device != "cpu" and any(v["ratio"] is not None and v["ratio"] > REFERENCE_AFTER_CANDIDATE_MAX
+                                                for v in self._after_ratios(pairs).values())
+
     def _record_reference_after_candidate(self) -> None:
         """``timing_ms.reference_after_candidate``: per baseline, the medians of the reference's timing commands that
         came right after one of the candidate's (``after_ms``: in ABBA rounds the second and fourth) and of the
         others (``other_ms``: the third; the first of each pair counts in neither, as it follows the candidate's
-        setup and memory command, where work could be queued too, yet it is no timing command of the candidate's), and ``ratio``, the least of the first over the most of the second. Device work the
+        setup and memory command, where work could be queued too, yet it is no timing command of the candidate's),
+        and ``ratio``, the least of the first over the most of the second, pooled over the pairs. Device work the
         candidate's worker left queued when it replied runs beside the reference's next timed calls and slows them,
         uses no CPU (``idle_work`` does not see it) and is too short for the driver's samples (``idle_gpu``): on a
-        GPU a ratio above ``REFERENCE_AFTER_CANDIDATE_MAX`` for any baseline is ``reference_slowed``, rejected. The
-        reference's times are the trusted worker's own, so nothing the candidate's process reports enters the rule.
-        On the CPU it is recorded only (``flagged`` None)."""
-        found = {b: v for b, v in self.reference_rounds.items() if v["after"] and v["other"]}
-        if not found:
+        GPU a ratio above ``REFERENCE_AFTER_CANDIDATE_MAX`` for any baseline is ``reference_slowed``, rejected, once
+        a fresh pair confirmed it (``_confirm_reference_slowed``; where the fresh pair cleared it, the earlier
+        pairs no longer count). The reference's times are the trusted worker's own, so nothing the candidate's
+        process reports enters the rule. On the CPU it is recorded only (``flagged`` None)."""
+        dropped = set((self.after_confirmation or {}).get("dropped_pairs", ()))
+        kept = {pair for pair in self.reference_rounds if pair not in dropped}
+        section = self._after_ratios(kept)
+        if not section:
             return
-        ratios = {b: round(min(v["after"]) / max(v["other"]), 4) if max(v["other"]) > 0 else None
-                  for b, v in found.items()}
-        section: dict[str, Any] = {
-            b: {"after_ms": [round(t, 5) for t in v["after"]], "other_ms": [round(t, 5) for t in v["other"]],
-                "ratio": ratios[b]} for b, v in found.items()}
         flagged = None
-        if self.ctx.device != "cpu":
-            flagged = any(r is not None and r > REFERENCE_AFTER_CANDIDATE_MAX for r in ratios.values())
+        if self.ctx.device != "cpu":  # confirmed: it stands (pooled with the fresh pair's, the least over the most
+            # could read below the bound where each pair is above it)
+            flagged = bool((self.after_confirmation or {}).get("confirmed")) or self._after_flagged(kept)
             if flagged:
                 self.ev.see("reference_slowed")
         self.draft.timing_ms["reference_after_candidate"] = {**section, "allowed_ratio": REFERENCE_AFTER_CANDIDATE_MAX,
-                                                             "flagged": flagged}
+                                                             "flagged": flagged,
+                                                             "confirmation": self.after_confirmation}
 
     def _record_idle_gpu(self) -> None:
         """GPU work while idle (``timing_ms.idle_gpu``): per role, how many of the driver's utilisation samples
@@ -1043,30 +1067,45 @@ class PerformanceStage:
                    for found in (self.reference_clean if pairs is None else pairs)
                    for b, v in found.items() if b != "pair")
 
-    def _confirm_reference_clean(self, samples: Samples, memory_peaks: dict[str, Any], exiting: list[Worker],
-                                 timing: tuple[Any, ...]) -> None:
-        """Some pair's reference ran slower beside the candidate than in its clean command: a fresh pair, cleaned as
-        any other, decides. Flagged there too, the finding stands (``reference_slowed``); clear there, the flagged
-        pairs' times of both roles are dropped and the fresh pair's count instead, so a candidate that slowed the
-        reference only in some pairs gains nothing from them. A single honest clean command can read fast where the
-        GPU's state changed in between: on the H100 one of 54 honest pairs read 1.20 (docs/results/h100-2026-12-06-b).
-        Recorded in ``clean_confirmation`` (``timing_ms.reference_clean.confirmation``)."""
-        flagged = [found["pair"] for found in self.reference_clean if self._clean_flagged([found])]
-        fresh = 1 + max(found["pair"] for found in self.reference_clean)
+    def _confirm_reference_slowed(self, samples: Samples, memory_peaks: dict[str, Any], exiting: list[Worker],
+                                  timing: tuple[Any, ...]) -> None:
+        """The reference ran slower beside the candidate than in some pair's clean command, or in the commands right
+        after the candidate's than in its others: one fresh pair, cleaned as any other, decides for each rule that
+        found it. Flagged there too, that rule's finding stands (``reference_slowed``); clear there, the pairs it
+        flagged no longer count for it, and where neither rule's finding stands their times of both roles are
+        dropped and the fresh pair's count instead, so a candidate that slowed the reference only in some pairs
+        gains nothing from them. A single honest pair can read slow where the GPU's state changed in between: on the
+        H100 one of 54 honest clean commands read 1.20 (docs/results/h100-2026-12-06-b), and the reference timed
+        against itself read 1.26 after/other, two commands against one of a matmul whose calls took 0.34 or 0.49 ms
+        (docs/results/h100-2026-12-06-d). Recorded in ``timing_ms.reference_clean.confirmation`` and
+        ``timing_ms.reference_after_candidate.confirmation``."""
+        clean_flagged = [found["pair"] for found in self.reference_clean if self._clean_flagged([found])]
+        after_flagged = sorted(self.reference_rounds) if self._after_flagged() else []
+        fresh = 1 + max([found["pair"] for found in self.reference_clean] + list(self.reference_rounds) + [0])
         self.confirming = True  # its burst is judged as the first pair's is
         self._pair(fresh, {}, True, memory_peaks, exiting, timing)
-        found_fresh = [found for found in self.reference_clean if found["pair"] == fresh]
-        confirmed = not found_fresh or self._clean_flagged(found_fresh)  # no clean command there: the flag stands
-        if not confirmed:
-            self._drop_pair_times(samples, flagged)
-        self.clean_confirmation = {"flagged_pairs": flagged, "pair": fresh, "confirmed": confirmed,
-                                   "dropped_pairs": [] if confirmed else flagged}
+        stands = False
+        if clean_flagged:
+            found_fresh = [found for found in self.reference_clean if found["pair"] == fresh]
+            confirmed = not found_fresh or self._clean_flagged(found_fresh)  # no clean command there: it stands
+            stands |= confirmed
+            self.clean_confirmation = {"flagged_pairs": clean_flagged, "pair": fresh, "confirmed": confirmed,
+                                       "dropped_pairs": [] if confirmed else clean_flagged}
+        if after_flagged:
+            # no after/other figures there (a cached reference times no command past the first pair's first): the
+            # finding stands
+            confirmed = not self._after_ratios({fresh}) or self._after_flagged({fresh})
+            stands |= confirmed
+            self.after_confirmation = {"flagged_pairs": after_flagged, "pair": fresh, "confirmed": confirmed,
+                                       "dropped_pairs": [] if confirmed else after_flagged}
+        if not stands:
+            self._drop_pair_times(samples, sorted(set(clean_flagged) | set(after_flagged)))
 
     def _judge_reference_clean(self) -> None:
         """``timing_ms.reference_clean``: every clean command's findings (``_clean_reference``). On a GPU a ratio
         above ``REFERENCE_CLEAN_MAX`` (the pair's pooled reference median, the figure its speedup reads, over the
         clean command's) is ``reference_slowed``, rejected, once a fresh pair confirmed it
-        (``_confirm_reference_clean``; pairs it cleared no longer count): the reference ran slower beside the
+        (``_confirm_reference_slowed``; pairs it cleared no longer count): the reference ran slower beside the
         candidate's process than once that process was gone. The times are the trusted reference worker's own. On
         the CPU recorded only (``flagged`` None)."""
         if not self.reference_clean:
