@@ -144,3 +144,23 @@ def test_the_strict_run_leaves_the_reference_workers_flags_as_they_were() -> Non
     assert torch.backends.cudnn.allow_tf32 is False and torch.get_float32_matmul_precision() == "highest"
     backends.restore_flags(saved)
     assert backends.read_flags() == before
+
+
+def test_a_strict_run_that_fails_leaves_the_first_failure_standing() -> None:
+    """A third output may not fit beside the kept and received ones (a 6 GiB output): the recheck's own failure
+    is recorded and the trial stays failed, never a reference error."""
+    from types import SimpleNamespace
+
+    from kbv.worker import backends
+    from kbv.worker.session import Session
+
+    def no_memory(seed: int, distribution: str) -> list:
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 6.00 GiB")
+
+    worker = SimpleNamespace(_inputs=no_memory, model=None, _sync=lambda: None)
+    before = backends.read_flags()
+    first = judge.compare_outputs(_reply(_noisy(X, 0.1, 2)), _reply(X), "fp32")
+    result = Session._recheck(worker, (1, "D1"), _reply(_noisy(X, 0.1, 2)), _reply(X), "fp32", first)  # type: ignore[arg-type]
+    assert result is first and not result.passed
+    assert result.precision_recheck == {"error": "OutOfMemoryError: CUDA out of memory. Tried to allocate 6.00 GiB"}
+    assert backends.read_flags() == before  # the flags put back all the same

@@ -515,6 +515,9 @@ class Session:
             with torch.no_grad():
                 out = self.model(*args) if self.model is not None else None
             self._sync()
+        except (RuntimeError, MemoryError) as exc:  # out of memory for a third output: the first failure stands
+            failed.precision_recheck = {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+            return failed
         finally:
             backends.restore_flags(saved)
         strict_structure, strict_items = _describe_output(out)
