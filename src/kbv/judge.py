@@ -74,9 +74,10 @@ def _scale_sums(ref: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 def compare_tensor(cand: torch.Tensor, ref: torch.Tensor, tol: Tolerance, atol_min: float = 0.0) -> Comparison:
     """The tolerance policy for one output tensor (see ``kbv.protocol``; ``atol_min`` raises the absolute term to
-    at least that, ``recheck_with_noise``); shapes and dtypes are checked by the caller. Works through chunks so a 1 GB output needs bounded temporaries; every chunk's figures are kept where
-    the data is and read once at the end (on the H200 a judge that read each chunk's figures took 0.13 s per
-    4 GiB output). A large GPU output's figures come from one fused pass instead (``kbv.judge_fused``)."""
+    at least that, ``recheck_with_noise``); shapes and dtypes are checked by the caller. Works through chunks so a
+    1 GB output needs bounded temporaries; every chunk's figures are kept where the data is and read once at the
+    end (on the H200 a judge that read each chunk's figures took 0.13 s per 4 GiB output). A large GPU output's
+    figures come from one fused pass instead (``kbv.judge_fused``)."""
     if not ref.is_floating_point():
         equal = torch.equal(cand, ref)
         mismatches = int((cand != ref).sum()) if cand.shape == ref.shape else -1
