@@ -142,6 +142,7 @@ def test_the_strict_run_leaves_the_reference_workers_flags_as_they_were() -> Non
     saved = backends.read_flags()
     backends.apply_strict()
     assert torch.backends.cudnn.allow_tf32 is False and torch.get_float32_matmul_precision() == "highest"
+    assert torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction is False
     backends.restore_flags(saved)
     assert backends.read_flags() == before
 

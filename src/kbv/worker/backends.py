@@ -28,8 +28,9 @@ def apply_baseline(name: str) -> dict[str, Any]:
 
 
 def apply_strict() -> None:
-    """IEEE float32 everywhere: TF32 off for matmuls and cuDNN (new-style and legacy controls), for the reference's
-    strict run of a trial judged again (``kbv.judge.recheck_with_noise``); ``restore_flags`` puts back the rest."""
+    """IEEE float32 everywhere: TF32 off for matmuls and cuDNN (new-style and legacy controls), and no
+    reduced-precision reductions in bf16 matmuls, for the reference's strict run of a trial judged again
+    (``kbv.judge.recheck_with_noise``); ``restore_flags`` puts back what ``read_flags`` read before."""
     backends = torch.backends
     if hasattr(backends.cuda.matmul, "fp32_precision"):
         backends.cuda.matmul.fp32_precision = "ieee"
@@ -38,6 +39,7 @@ def apply_strict() -> None:
     torch.set_float32_matmul_precision("highest")
     backends.cuda.matmul.allow_tf32 = False
     backends.cudnn.allow_tf32 = False
+    backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
 
 
 def read_flags() -> dict[str, Any]:
@@ -70,7 +72,9 @@ def restore_flags(saved: dict[str, Any]) -> None:
     if isinstance(saved.get("float32_matmul_precision"), str):
         torch.set_float32_matmul_precision(saved["float32_matmul_precision"])
     for key, target, attr in (("cuda.matmul.allow_tf32", backends.cuda.matmul, "allow_tf32"),
-                              ("cudnn.allow_tf32", backends.cudnn, "allow_tf32")):
+                              ("cudnn.allow_tf32", backends.cudnn, "allow_tf32"),
+                              ("cuda.matmul.allow_bf16_reduced_precision_reduction", backends.cuda.matmul,
+                               "allow_bf16_reduced_precision_reduction")):
         if isinstance(saved.get(key), bool):
             setattr(target, attr, saved[key])
     for key, target, attr in (("cuda.matmul.fp32_precision", backends.cuda.matmul, "fp32_precision"),
