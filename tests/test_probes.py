@@ -50,7 +50,9 @@ def test_a_write_past_an_input_is_caught_by_its_guard_band(records) -> None:
     assert r["verdict"] == "rejected" and "out_of_bounds_write" in r["flags"], r.get("error")
     violations = r["correctness"]["input_use"]["guard_violations"]
     assert set(violations) >= {"D1", "D2", "D3", "D4"}
-    assert all(v[0]["bytes_after"] >= 15 and v[0]["bytes_before"] == 0 for v in violations.values())
+    # 16 bytes of 0x7F written past the input: a band byte drawn at random is 0x7F already with probability 1/256, so
+    # two of the 16 in one trial (about 1 in 570) failed this once in CI with ">= 15"; three, about 1 in 31,000
+    assert all(v[0]["bytes_after"] >= 14 and v[0]["bytes_before"] == 0 for v in violations.values()), violations
 
 
 def test_float16_inside_an_fp32_matmul_is_low_precision(records) -> None:
