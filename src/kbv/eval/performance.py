@@ -140,6 +140,9 @@ class PerformanceStage:
         # outputs would exceed it (on an 80 GB H100 four 6 GiB outputs beside both workers' own: out of memory), so
         # each command's kept call is judged, and dropped, once that command has ended
         self.judge_each_command = ctx.output_bytes > self.ring_bytes
+        # and on a GPU every timing command of both roles, clean ones too, then gives its caching allocator's free
+        # blocks back as it ends (the worker's ``release_cached``), for the other role's worker
+        self.release_cached = self.judge_each_command and ctx.device != "cpu"
         # per role and baseline, each timing command's list of untimed times per timed call (its window on the
         # parent's clock minus the time its worker reported), in the order the commands ran: kbv.eval.pacing
         self.untimed: dict[str, dict[str, list[list[float]]]] = {"reference": {}, "candidate": {}}
@@ -525,7 +528,7 @@ class PerformanceStage:
                                            "round": round_index}
                     msg["ring_bytes"] = self.ring_bytes  # both roles keep every output: the same work and memory
                     msg["record"] = self.recorded is not None  # both roles alike: the same work around each call
-                    if self.judge_each_command and self.ctx.device != "cpu":  # both roles alike (release_cached)
+                    if self.release_cached:  # both roles alike
                         msg["release_cached"] = True
                     if role == "reference" and cached:
                         if round_index or pair_index:
@@ -1016,7 +1019,7 @@ class PerformanceStage:
         pacer = self._pacer(round_index, loan.filler(round_index) if loan is not None else None)
         msg = {"cmd": "time", "baselines": self.baselines, "share": share, "round": round_index,
                "ring_bytes": self.ring_bytes, "record": False, "full_warmup": full_warmup,
-               "release_cached": self.judge_each_command and self.ctx.device != "cpu"}
+               "release_cached": self.release_cached}
         reply = self._call(reference, "reference", msg, deadline, pacer)
         if pacer.fill_error is not None:  # the lender failed while filling the slot
             raise pacer.fill_error

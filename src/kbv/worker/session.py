@@ -207,8 +207,8 @@ class Session:
         # reference role, by the trial tag of the forward that made them (``trial``, None where untagged): the
         # outputs of the last KEPT_TRIALS forwards, on device, and the inputs lent for them with those its own call
         # wrote into (kbv.worker.lending); the parent runs the next trial's forward while the candidate runs this one
-        self.kept: dict[Any, tuple[str, list[Any]]] = {}
-        self.kept_draws: dict[Any, tuple[int, str]] = {}  # the seed and distribution of each kept forward's inputs
+        # (each with the seed and distribution its inputs were drawn from: a failed trial's strict run, ``_recheck``)
+        self.kept: dict[Any, tuple[str, list[Any], tuple[int, str]]] = {}
         self.lent: dict[Any, tuple[lending.Lent, set[int]]] = {}
         self.timing_inputs: list[Any] | None = None  # what the timed forward is called on (own buffers or lent)
         self.own_inputs: list[Any] | None = None  # the buffers this worker loads its own draws into
@@ -398,11 +398,8 @@ class Session:
         if self.spec["role"] == "reference":
             self.kept.pop(tag, None)
             while len(self.kept) >= KEPT_TRIALS:
-                self.kept_draws.pop(next(iter(self.kept)), None)
                 del self.kept[next(iter(self.kept))]
-            self.kept[tag] = (structure, items)
-            if not lent and msg.get("seed") is not None:
-                self.kept_draws[tag] = (int(msg["seed"]), str(msg["distribution"]))
+            self.kept[tag] = (structure, items, (int(msg["seed"]), str(msg["distribution"])))
             reply = {"structure": structure, "n_outputs": len(items), **usage}
             if lend is not None:
                 self.lent[tag] = (lend, set(usage["mutated_inputs"]))
@@ -475,11 +472,10 @@ class Session:
 
         t0 = time.perf_counter_ns()
         candidate = _on_device(msg["candidate"], self.device)
-        structure, items = self.kept.pop(tag)
-        draw = self.kept_draws.pop(tag, None)
+        structure, items, draw = self.kept.pop(tag)
         reference = {"structure": structure, "outputs": items}
         comparison = judge.compare_outputs(candidate, reference, msg["precision"])
-        if not comparison.passed and math.isfinite(comparison.error_ratio) and draw is not None:
+        if not comparison.passed and math.isfinite(comparison.error_ratio):
             comparison = self._recheck(draw, candidate, reference, msg["precision"], comparison)
         result = asdict(comparison)
         result.pop("per_output", None)

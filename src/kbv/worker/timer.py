@@ -163,11 +163,10 @@ def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: floa
     # out of memory on an 80 GB H100 beside the other role's (h100-2026-12-06-c)
     estimate_ms: list[float] = []
     out_bytes = 0
-    for i in range(3):
+    for _ in range(3):
         _, ms, out = one()
         estimate_ms.append(ms)
-        if i == 2:  # the last one's size, as before
-            out_bytes = output_bytes(out)
+        out_bytes = output_bytes(out)  # the last one's counts
         del out
     estimate = sorted(estimate_ms)[1]
     warmup, trials, truncated = _trial_count(estimate, rule, share, slow_ms, sorted(walls)[1], warmed)
