@@ -108,6 +108,57 @@ def test_l2_flush_makes_a_cache_resident_read_slower() -> None:
     assert flushed > 1.1 * warm, (flushed, warm)
 
 
+def test_a_timing_recording_holds_the_forwards_kernels_and_none_of_the_harnesss() -> None:
+    """The timed calls' recording on a GPU (``kbv.worker.kernel_record``): collection on for the whole session and
+    the events kept by their windows. The forwards' matmul kernels are in it, every call's, and the harness's own
+    work between calls (the L2 flush's fill, a ``prepare``'s tanh) is not. The first version switched collection
+    on and off around each forward and recorded no kernel at all on torch 2.11 + CUDA 13 (h100-2026-12-06)."""
+    from kbv.worker import timer
+    from kbv.worker.kernel_record import Recording
+
+    a = torch.randn(512, 512, device="cuda")
+    x = torch.randn(4096, device="cuda")
+
+    def prepare(index: int) -> None:
+        torch.tanh(x)  # the harness's input draw
+
+    recording = Recording("cuda")
+    recording.start()
+    result = timer.time_calls(lambda: a @ a, "cuda", TIMING_RULES["cuda"], max_trials=5, prepare=prepare,
+                              record=recording)
+    recorded = recording.stop()
+    print(recorded)
+    assert recorded["status"] == "ok", recorded
+    names = recorded["kernels"]
+    assert names, recorded  # the first version's failure: nothing at all
+    assert not [n for n in names if "tanh" in n.lower() or "fill" in n.lower()], names
+    calls = 3 + result["warmup"] + len(result["times_ms"])
+    assert max(c for c, _ in names.values()) >= calls, (calls, names)  # the matmul, every call's
+    assert recorded["timed"]["windows"] == len(result["times_ms"]) and recorded["timed"]["device_us"] > 0, recorded
+
+
+def test_with_the_timed_calls_recorded_a_kernel_used_only_when_profiled_is_a_fallback(tmp_path) -> None:
+    """The two GPU corpus gaps with every timed forward recorded (``record_timed``, KBV_RECORD_TIMED=1), in one run:
+    ``cuda_profiled_own_timed_torch`` (its own Triton ReLU only under the profiled call's dispatch mode) and
+    ``cuda_recording_switched_off`` (the same, with the session's collection switched off around ``torch.relu``)
+    are ``fallback``, and the honest Triton GELU stays ``correct`` with no flag."""
+    relu, gelu = load_problem(problem_path("level1/5_ReLU")), load_problem(problem_path("level1/6_GELU"))
+    pairs = [Pair(relu, Candidate.from_path(CANDIDATES / "cuda_profiled_own_timed_torch.py", sample=0)),
+             Pair(relu, Candidate.from_path(CANDIDATES / "cuda_recording_switched_off.py", sample=1)),
+             Pair(gelu, Candidate.from_path(EXAMPLES / "common" / "level_1_problem_6_sample_0_kernel.py", sample=2))]
+    out = tmp_path / "r.jsonl"
+    run_pairs(pairs, EvalOptions(**GPU, record_timed=True), out)
+    records = {r["sample"]: r for r in read_records(out)}
+    for sample in (0, 1):
+        timed = records[sample]["fallback"].get("timed_calls")
+        print(sample, records[sample]["verdict"], records[sample]["flags"], timed)
+        assert records[sample]["verdict"] == "correct" and "fallback" in records[sample]["flags"], timed
+    assert records[1]["fallback"]["timed_calls"]["status"] == "empty_for_candidate", records[1]["fallback"]
+    honest = records[2]
+    print(honest["verdict"], honest["flags"], honest["fallback"].get("timed_calls"))
+    assert honest["verdict"] == "correct" and not {"fallback", "partial_fallback"} & set(honest["flags"]), honest
+
+
 def test_a_digest_is_the_same_on_the_gpu_as_on_the_cpu() -> None:
     """The GPU digests a kept output in fewer, fused kernels (``kbv.worker.commit``: launch-bound there); the words
     summed are the same, so the digest is the same as the CPU's for every element width and across chunks."""
