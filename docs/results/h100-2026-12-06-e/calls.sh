@@ -12,7 +12,7 @@ case $1 in
   # the reward batch with nothing cached (its builds), then kbv beside KernelBench's harness in what is left
   2) g 420 e2r5a --stages bench --bench-runs reward --levels 1,2 --bench-ids 1:1-30,2:1-20 --bench-limit 50 \
        --gpu-share 5
-     g "$(( $(left) - 5 ))" e2vs --stages vskb --vskb-budget "$(( $(left) - 40 ))" ;;
+     [ "$(left)" -gt 100 ] && g "$(( $(left) - 5 ))" e2vs --stages vskb --vskb-budget "$(( $(left) - 40 ))" ;;
   # the steady state (goal 1,000 per hour), then the vskb pairs call 2 did not reach (its rows read from /tmp/e2vs)
   3) g 300 e3r5b --stages bench --bench-runs reward --levels 1,2 --bench-ids 1:1-30,2:1-20 --bench-limit 50 \
        --gpu-share 5
@@ -22,5 +22,5 @@ try: done = {r['problem'] for r in json.load(open('/tmp/e2vs/vskb/vs_kernelbench
 except OSError: done = set()
 print(','.join(p for p in VSKB_PAIRS if p not in done))")
      echo "vskb pairs left: $rest" >> $C
-     [ -n "$rest" ] && g "$(( $(left) - 5 ))" e3vs --stages vskb --vskb-pairs "$rest" --vskb-budget "$(( $(left) - 40 ))" ;;
+     [ -n "$rest" ] && [ "$(left)" -gt 100 ] && g "$(( $(left) - 5 ))" e3vs --stages vskb --vskb-pairs "$rest" --vskb-budget "$(( $(left) - 40 ))" ;;
 esac
