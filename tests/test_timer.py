@@ -58,6 +58,7 @@ def test_a_recording_sees_every_forward_and_none_of_the_harnesss_own_work() -> N
     assert recorded["status"] == "ok", recorded
     assert recorded["kernels"]["aten::relu"][0] == calls, recorded
     assert not {"aten::tanh", "aten::fill_", "aten::clone"} & set(recorded["kernels"]), recorded
+    assert recorded["outside_windows"] > 0, recorded  # recorded, and left out by time
     assert recorded["windows"] == 3 + 1 + len(result["times_ms"])  # the warm-up's calls share one window
     assert 0 < recorded["window_us"] / 1e3 <= result["split_ms"]["before_trials"] + result["split_ms"]["trials"]
     # the timed trials' windows, told apart by time: their operators' time, not the estimate's or warm-up's

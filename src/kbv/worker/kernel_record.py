@@ -45,7 +45,7 @@ class Recording:
     commands (the timer), ``stop`` when the parent asks for the recording (``recorded``), after the pair's rounds:
     ``{"status": "ok" | ..., "windows": n, "window_us": wall time of the windows, "timed": {"windows", "window_us",
     "device_us"} (the timed trials' windows and the recorded device time inside them), "kernels": {name: [calls,
-    total_us]}}`` (the events inside a window only)."""
+    total_us]}}`` (the events inside a window only), ``outside_windows`` (how many were not: the harness's own)."""
 
     def __init__(self, device: str):
         self.cuda = device.startswith("cuda")
@@ -106,6 +106,7 @@ class Recording:
         windows = sorted(self.windows)
         opens = [w[0] for w in windows]
         timed_ns = 0  # device time of the events whose middle falls in a timed trial's window
+        outside = 0
         for event in events:
             if event.device_type() != wanted or event.is_user_annotation() or (
                     not self.cuda and "::" not in event.name()):
@@ -113,7 +114,8 @@ class Recording:
             middle = event.start_ns() + event.duration_ns() // 2
             at = bisect.bisect_right(opens, middle) - 1
             if at < 0 or middle > windows[at][1]:
-                continue  # the harness's own work between forwards
+                outside += 1  # the harness's own work between forwards
+                continue
             entry = totals.setdefault(str(event.name())[:300], [0, 0.0])
             entry[0] += 1
             entry[1] += event.duration_ns() / 1e3
@@ -127,4 +129,4 @@ class Recording:
                 "timed": {"windows": len(timed), "window_us": round(sum(b - a for a, b in timed) / 1e3, 3),
                           "device_us": round(timed_ns / 1e3, 3)},
                 "kernels": {name: [int(calls), round(us, 3)] for name, (calls, us) in ranked[:MAX_NAMES]},
-                "names_dropped": max(0, len(ranked) - MAX_NAMES)}
+                "names_dropped": max(0, len(ranked) - MAX_NAMES), "outside_windows": outside}
