@@ -560,6 +560,30 @@ def test_a_pair_run_again_alone_first_closes_every_worker_started_ahead_and_stil
     assert record.env["correctness_rerun"]["idle_workers_closed"] == 4 and calls == ["next pairs"]
 
 
+def test_a_pair_run_again_alone_waits_for_other_pairs_timing_workers_still_exiting(monkeypatch):
+    """On the 80 GB H100 (h100-2026-12-06-e, --gpu-share 5) level1/30's correctness, run again alone right after
+    other 6 GiB pairs were timed, ran out of memory again with 60 GiB held by other processes: those pairs' timing
+    workers, asked to exit (``launch.retire``) and not yet gone. The run again now waits for them, as timing does,
+    with the GPU already its own."""
+    from kbv.sandbox import launch
+
+    gate = DeviceGate()
+    waited: list[bool] = []
+
+    class Exiting:
+        def close(self, wait: bool = True) -> None:
+            if wait:
+                waited.append(gate._writer)  # gone once the run again holds the GPU, before it runs
+
+    launch.retire([Exiting()])
+    try:
+        modes, record = _run_with_correctness(monkeypatch, [("reference", OOM), None], gate)
+    finally:
+        launch.wait_retired()
+    assert modes == ["shared", "exclusive"] and record.verdict == "correct", record.error
+    assert waited == [True] and record.env["correctness_rerun"]["retired_workers_waited"] == 1
+
+
 def test_timing_alone_closes_the_idle_workers_only_for_a_problem_that_fills_the_gpu():
     """On the 80 GB H100 (h100-2026-12-06-c) a 6 GiB problem's timing, whose correctness was expected to need more
     than the gate's capacity, ran out of memory by 0.03 GiB beside twelve idle workers started ahead: its ``alone``

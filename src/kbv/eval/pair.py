@@ -279,7 +279,10 @@ class PairEvaluation:
                      run: Callable[[], None]) -> None:
         """A stage's second run (``run``) after an out-of-memory error beside other pairs: why, in
         ``env.<stage>_rerun``; the first run's time (waits included, discarded) charged to ``<stage>/rerun``; then the
-        GPU to itself, the idle workers started ahead closed (``DeviceGate.exclusive``: how many, in the same entry)."""
+        GPU to itself, the idle workers started ahead closed (``DeviceGate.exclusive``: how many, in the same entry)
+        and other pairs' timing workers still exiting waited for (``launch.wait_retired``, as every timing does:
+        on the 80 GB H100 level1/30's correctness, run again alone right after other 6 GiB pairs' timing, ran out of
+        memory again with 60 GiB held by other processes, h100-2026-12-06-e)."""
         assert self.gate is not None
         ctx.draft.env[f"{stage}_rerun"] = {"reason": reason, "role": starved.role,
                                            "message": str(starved.error.get("message", ""))[:300]}
@@ -287,6 +290,7 @@ class PairEvaluation:
         t0 = time.monotonic()
         with self.gate.exclusive() as closed:
             ctx.draft.env[f"{stage}_rerun"]["idle_workers_closed"] = closed
+            ctx.draft.env[f"{stage}_rerun"]["retired_workers_waited"] = launch.wait_retired()
             ctx.charge(stage, "waiting_for_gpu", time.monotonic() - t0)
             run()
 
