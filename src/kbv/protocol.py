@@ -303,7 +303,8 @@ LEND_TIMED_DEFAULT: Final[dict[str, bool]] = {"cpu": True, "cuda": False}
 # one recorded call, and a fallback in the timed calls is flagged from them (fallback.timed_calls). Off by default
 # on both: on the H100 with torch 2.11 and CUDA 13 (docs/results/h100-2026-12-06) a CUDA-only session whose
 # collection was switched on around each forward recorded no kernel in any role; the session now records throughout
-# and keeps each forward's window by time, which decides nothing on a GPU until a run shows it recording there;
+# and keeps each forward's window by time, which records there and caught both GPU corpus gaps with the honest Triton
+# GELU clean (h100-2026-12-06-e), but its cost and false-positive rate over a batch are not measured yet;
 # on the CPU the parent's samples decide rule 2, and the recording of CPU operators is a stand-in for tests.
 RECORD_TIMED_DEFAULT: Final[dict[str, bool]] = {"cpu": False, "cuda": False}
 # Where a lender lends the timed inputs, it draws the next call's inputs into its own memory right after it has put
