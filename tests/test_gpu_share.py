@@ -340,6 +340,63 @@ def test_correctness_runs_share_the_gpu_only_while_their_expected_memory_fits():
         pass
 
 
+@pytest.mark.parametrize("alone_above", [0.8, 1.0])
+def test_a_correctness_run_that_nearly_fills_the_gpu_runs_alone(alone_above):
+    """On the 80 GB H100 (h100-2026-12-06-e) the two pairs expected to need 0.86 of the gate's capacity let small
+    pairs in beside them, and with the idle workers started ahead (uncounted) ran out of memory and ran again alone in
+    both batches. Above ``alone_above`` (``GATE_ALONE_FRACTION``) a run now waits for the others to leave and lets none
+    in; below it, and with the rule off (1.0), it shares as before."""
+    gate = DeviceGate(capacity=100, alone_above=alone_above)
+    assert gate.nearly_fills(85) is (alone_above < 0.85) and not gate.nearly_fills(70)
+    small_in, big_in, late_in, leave = (threading.Event() for _ in range(4))
+    order: list[str] = []
+
+    def small():
+        with gate.shared(10):
+            small_in.set()
+            leave.wait(5)
+            order.append("small out")
+
+    def big():
+        small_in.wait(5)
+        with gate.shared(85):
+            order.append("big in")
+            big_in.set()
+            time.sleep(0.2)
+            order.append("big out")
+
+    def late():
+        big_in.wait(5)
+        with gate.shared(10):
+            order.append("late in")
+            late_in.set()
+
+    threads = [threading.Thread(target=f) for f in (small, big, late)]
+    for t in threads:
+        t.start()
+    entered_beside = big_in.wait(0.3)
+    leave.set()
+    for t in threads:
+        t.join(5)
+    if alone_above < 0.85:
+        assert not entered_beside and order == ["small out", "big in", "big out", "late in"], order
+    else:
+        assert entered_beside and order.index("late in") < order.index("big out"), order
+    with DeviceGate(capacity=100, alone_above=0.8).shared(70), DeviceGate(capacity=100).shared(10):
+        pass
+
+
+def test_a_pair_expected_to_nearly_fill_the_gpu_records_that_its_correctness_ran_alone(monkeypatch):
+    from kbv.eval import pair as pair_mod
+
+    monkeypatch.setattr(pair_mod, "correctness_memory", lambda ctx: 90)
+    modes, record = _run_with_correctness(monkeypatch, [None], DeviceGate(capacity=100, alone_above=0.8))
+    assert modes == ["shared"] and record.env["correctness_alone"] is True
+    monkeypatch.setattr(pair_mod, "correctness_memory", lambda ctx: 50)
+    modes, record = _run_with_correctness(monkeypatch, [None], DeviceGate(capacity=100, alone_above=0.8))
+    assert "correctness_alone" not in record.env
+
+
 def test_a_correctness_runs_expected_memory_comes_from_the_problems_cached_counts(tmp_path):
     """``correctness_memory``: the factor times one forward's inputs and outputs plus the state twice plus the two
     processes' base, from counts already cached (none counted here: 0 where there are none)."""

@@ -583,6 +583,11 @@ SHARED_CORRECTNESS_BASE_BYTES: Final = 2 * 2**30
 # together (NVML, sampled every 50 ms: a peak between samples is missed) times this instead (kbv.eval.memory_needs).
 GATE_MEASURED_MARGIN: Final = 1.25
 GATE_MEMORY_FRACTION: Final = 0.9
+# A correctness stage expected to need more than this share of that capacity runs alone (kbv.eval.gate): beside it
+# there is room for less than other pairs and the idle workers started ahead take (on the 80 GB H100 the two pairs
+# at 0.86 ran out of memory beside small pairs and ten idle workers, in both batches of h100-2026-12-06-e, and ran
+# again alone at about 25 s each; none at 0.72 or less did).
+GATE_ALONE_FRACTION: Final = 0.8
 # Where a pair's correctness workers start while an earlier pair's correctness runs (kbv.eval.lookahead): on a GPU,
 # where starting CUDA took the stage's two processes 1.14 s per pair in the H200's reward batch
 # (docs/results/h200-2026-12-04); not on the CPU, where a worker forks from a warm zygote in about 0.03 s.

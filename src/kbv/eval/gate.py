@@ -8,7 +8,8 @@ holds or awaits it holds back new correctness stages, so timing is never starved
 of the correctness stages already inside, not new ones. A correctness stage also says how
 much device memory it is expected to need (``kbv.eval.pair.correctness_memory``): it joins others only while their
 needs and its own fit the gate's ``capacity`` (alone it always enters), so pairs with large tensors no longer run
-out of memory beside each other and run their correctness again. Processes started ahead wait idle on the GPU,
+out of memory beside each other and run their correctness again; one expected to need nearly all of it
+(``alone_above``, ``GATE_ALONE_FRACTION``) runs alone. Processes started ahead wait idle on the GPU,
 a CUDA context each (about 0.5-0.6 GiB on the H100): they say how to close them (``hold_idle``), and ``exclusive``
 closes them all, so a pair run again alone has the memory too (on an 80 GB H100, fourteen such contexts left a
 6 GiB problem's run again out of memory: h100-2026-12-06-c). With ``EvalOptions.gpu_share`` at 1 (the default) a
@@ -25,7 +26,7 @@ from typing import Callable
 
 
 class DeviceGate:
-    def __init__(self, capacity: int | None = None) -> None:
+    def __init__(self, capacity: int | None = None, alone_above: float = 1.0) -> None:
         self._cond = threading.Condition()
         self._readers = 0
         self._used = 0  # the expected device memory of the correctness stages inside
@@ -35,6 +36,7 @@ class DeviceGate:
         self._timing = False  # a performance stage holds its place (``timing``): a second waits
         self._places_waiting = 0  # performance stages waiting for the place: they hold back new correctness stages
         self.capacity = capacity  # bytes the shared stages' expected needs may add up to (None: no bound)
+        self.alone_above = alone_above  # a correctness stage expected to need more of ``capacity`` runs alone
         self._idle: dict[int, Callable[[], int]] = {}  # how to close the processes started ahead (``hold_idle``)
         self._idle_keys = itertools.count()
 
@@ -42,9 +44,21 @@ class DeviceGate:
     def shared(self, need: int = 0) -> Iterator[None]:
         """A correctness stage expected to need ``need`` bytes of device memory: alongside other correctness
         stages while their needs fit ``capacity`` (alone, whatever its need), never during timing. One held back
-        for memory goes before any that arrives after it (a large pair is not starved by a stream of small ones)."""
+        for memory goes before any that arrives after it (a large pair is not starved by a stream of small ones).
+        One expected to need more than ``alone_above`` of ``capacity`` is taken to fill it (``nearly_fills``): it
+        enters alone and none joins it."""
+        if self.nearly_fills(need):
+            need = max(need, int(self.capacity or 0) + 1)
         with self._enter_shared(need, timing=False):
             yield
+
+    def nearly_fills(self, need: int) -> bool:
+        """A correctness stage expected to need more than ``alone_above`` of ``capacity``: what it leaves beside it
+        is less than other pairs and the idle workers started ahead (uncounted, about 0.5 GiB each) take. On the
+        80 GB H100 (h100-2026-12-06-e) the two pairs at 0.86 of it ran out of memory beside small pairs and ten idle
+        workers in both batches, and ran again alone; those at 0.72 or less, and those above the capacity (alone
+        already), never did."""
+        return self.capacity is not None and need > self.alone_above * self.capacity
 
     @contextmanager
     def timing(self, need: int = 0) -> Iterator[Callable[[], AbstractContextManager[int]]]:

@@ -219,6 +219,8 @@ class PairEvaluation:
         t0 = time.monotonic()
         need = correctness_memory(self.ctx)
         self.ctx.draft.env["correctness_memory_expected"] = need
+        if gate.nearly_fills(need):  # it runs with no other pair's correctness beside it
+            self.ctx.draft.env["correctness_alone"] = True
 
         def first_run() -> Failure | None:
             with gate.shared(need):  # how long it waited for another pair's timing (or memory) to leave the GPU

@@ -36,7 +36,7 @@ from kbv.eval import memory_needs
 from kbv.eval.pair import CompileResult, EvalOptions, compile_candidate, evaluate_shapes, remembered_seconds
 from kbv.eval.verdict import Rules, decide
 from kbv.records import Record, RecordWriter, recorded_keys
-from kbv.protocol import GATE_MEMORY_FRACTION, LOOKAHEAD_DEVICES
+from kbv.protocol import GATE_ALONE_FRACTION, GATE_MEMORY_FRACTION, LOOKAHEAD_DEVICES
 
 
 @dataclass
@@ -294,7 +294,7 @@ def _run(pairs: Sequence[Pair], todo: list[Pair], options: EvalOptions, device: 
     for _ in range(share):
         for slot in slots:
             free.put(slot)
-    gates = {slot: DeviceGate(gate_capacity(slot)) for slot in slots} if share > 1 else {}
+    gates = {slot: DeviceGate(gate_capacity(slot), GATE_ALONE_FRACTION) for slot in slots} if share > 1 else {}
     lock = threading.Lock()
     count = 0
     healthy = set(slots)
