@@ -9,7 +9,8 @@ case $1 in
        --gpu-share 5
      [ "$(left)" -gt 100 ] && g "$(( $(left) - 5 ))" n1vs --stages vskb --vskb-budget "$(( $(left) - 40 ))" \
        --vskb-pairs level2/29_Matmul_Mish_Mish,level2/40_Matmul_Scaling_ResidualAdd,level3/3_DeepNarrowMLP,level3/13_DenseNet121TransitionLayer,level3/17_SqueezeNetFireModule,level1/13_Matmul_for_symmetric_matrices ;;
-  # the steady state (goal 1,000 per hour; level1/30's run again alone now waits for retired workers), then the same
+  # the steady state (goal 1,000 per hour; level1/30's run again alone now waits for retired workers, and a correctness
+  # stage that nearly fills the GPU runs alone: level1/25 and level1/30 should not run again), then the same
   # batch with every timed forward recorded: the recording's cost per pair and its false-positive rate
   2) g 280 n2r5b --stages bench --bench-runs reward --levels 1,2 --bench-ids 1:1-30,2:1-20 --bench-limit 50 \
        --gpu-share 5
