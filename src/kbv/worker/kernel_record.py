@@ -12,9 +12,9 @@ the forwards launched, on any stream or thread, and none of the harness's own wo
 the input draws, the kept copies), which ran and finished outside every window. (The first version switched
 collection on and off around each forward, ``_toggle_collection_dynamic``: on the H100 with torch 2.11 and CUDA 13
 it recorded no kernel in any role, docs/results/h100-2026-12-06, probably the loss of the buffers a switch
-flushes that kineto's pull request 1362 fixed in 2026, and each switch cost about 7 ms.) Estimate, warm-up and timed calls are all recorded. On the
-CPU the same mechanism records CPU operators instead, a stand-in that lets the mechanism be tested there (off by
-default: the parent's samples decide rule 2 on the CPU).
+flushes that kineto's pull request 1362 fixed in 2026, and each switch cost about 7 ms.) Estimate, warm-up and
+timed calls are all recorded. On the CPU the same mechanism records CPU operators instead, a stand-in that lets the
+mechanism be tested there (off by default: the parent's samples decide rule 2 on the CPU).
 
 The worker returns raw names with call counts and device time; the trusted parent classifies them
 (``kbv.fallback.classify_gpu``). Evidence from the candidate's process: it can add a flag, never clear one. A
