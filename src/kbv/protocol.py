@@ -592,3 +592,7 @@ GATE_ALONE_FRACTION: Final = 0.8
 # where starting CUDA took the stage's two processes 1.14 s per pair in the H200's reward batch
 # (docs/results/h200-2026-12-04); not on the CPU, where a worker forks from a warm zygote in about 0.03 s.
 LOOKAHEAD_DEVICES: Final = {"cpu": False, "cuda": True}
+# ... kept topped up to this many pairs whose workers wait (at most --gpu-share's): a pair that fills the GPU closes
+# every idle worker for its timing, and with one start per stage the count never came back (7 of 50 reward pairs
+# found workers waiting on the H100, h100-2026-12-06-e). Two pairs' four processes hold about 2.2 GiB of CUDA contexts.
+LOOKAHEAD_DEPTH: Final = 2

@@ -117,9 +117,9 @@ class PairContext:
         self._take_lock = threading.Lock()
         self.on_correctness_started: Callable[[], None] | None = None
         # this pair's correctness workers, started while an earlier pair's correctness ran (kbv.eval.lookahead), and
-        # the next pair's, started by this one's correctness stage (up before it leaves the stage)
+        # the next pairs', started by this one's correctness stage (up before it leaves the stage)
         self.correctness_ahead: Future | None = None
-        self.started_next: Future | None = None
+        self.started_next: list[Future] = []
 
     def again(self) -> "PairContext":
         """A fresh context for the same pair (new seeds, scratch folder and evidence) that keeps what the compile

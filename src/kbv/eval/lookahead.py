@@ -1,10 +1,14 @@
 """The next pairs' correctness workers, started while the current pairs' correctness stages run (one GPU).
 
 On the H200 the correctness stage's two processes spent 1.14 s per pair starting CUDA in a 50-pair reward batch at
-``--gpu-share 3`` (0.44 s on a pair run alone; docs/results/h200-2026-12-04). As the timing workers already are (``kbv.eval.performance.start_early``), a pair's
-correctness workers are now started ahead: once a pair's own two correctness processes are up, it starts the two
-of the next pair in the run's order that no evaluation has begun, in threads, and waits for them to be up before it
-leaves the correctness stage, so no CUDA start overlaps another pair's timing. Each waits idle, with no candidate
+``--gpu-share 3`` (0.44 s on a pair run alone; docs/results/h200-2026-12-04). As the timing workers already are
+(``kbv.eval.performance.start_early``), a pair's correctness workers are now started ahead: once a pair's own two
+correctness processes are up, it starts those of the next pairs in the run's order that no evaluation has begun,
+until ``depth`` pairs have workers waiting (``top_up``), in threads, and waits for them to be up before it leaves the
+correctness stage, so no CUDA start overlaps another pair's timing. Topping up, not one per stage: a pair that
+fills the GPU closes every idle worker for its timing (``release``), and with one start per stage and one taken per
+pair the count never came back (on the H100, h100-2026-12-06-e, 7 of 50 reward pairs found workers waiting, the
+other 43 started CUDA in their stage, about 1 s each). Each waits idle, with no candidate
 code loaded (that comes with its setup command), until its pair's correctness stage takes it; none serves another
 pair. A pair whose evaluation begins on another GPU than its workers', or never begins, has them closed.
 ``KBV_START_AHEAD=0`` turns this off with the timing workers' start ahead.
@@ -52,8 +56,9 @@ class Lookahead:
     """Which pairs of a run have had their correctness workers started ahead, and by whom."""
 
     def __init__(self, pairs: list[Pair], gpu: int | None, eligible: Callable[[Pair], bool],
-                 context: Callable[[Pair, int | None], PairContext], timeout: float) -> None:
+                 context: Callable[[Pair, int | None], PairContext], timeout: float, depth: int = 1) -> None:
         self._order = list(pairs)
+        self._depth = depth  # pairs whose workers ``top_up`` keeps waiting
         self._gpu = gpu
         self._eligible = eligible  # built, one shape: its correctness stage starts its own two workers
         self._context = context  # the pair's context, made now: its workers' specs need its scratch folder
@@ -77,6 +82,19 @@ class Lookahead:
             ctx.correctness_ahead = _AHEAD.submit(launch_correctness, ctx, time.monotonic() + self._timeout)
             self._prepared[pair.key] = ctx
             return ctx.correctness_ahead
+
+    def top_up(self) -> list[Future]:
+        """Start the next pairs' correctness workers (``start_next``) until ``depth`` pairs not yet begun have
+        workers; the futures of those started now."""
+        started: list[Future] = []
+        while True:
+            with self._lock:
+                if len(self._prepared) >= self._depth:
+                    return started
+            future = self.start_next()
+            if future is None:
+                return started
+            started.append(future)
 
     def begin(self, pair: Pair, gpu: int | None) -> PairContext | None:
         """The evaluation of ``pair`` begins on ``gpu``: its context with its correctness workers started ahead, or

@@ -194,15 +194,15 @@ class PairEvaluation:
         workers."""
         start_early(ctx)
         if self.lookahead is not None and ctx.options.start_ahead:
-            ctx.started_next = self.lookahead.start_next()
+            ctx.started_next = self.lookahead.top_up()
 
     def _next_started(self, ctx: PairContext) -> None:
-        """Wait, still in the correctness stage, for the next pair's correctness workers to be up (their CUDA starts
+        """Wait, still in the correctness stage, for the next pairs' correctness workers to be up (their CUDA starts
         end before another pair is timed)."""
-        started, ctx.started_next = ctx.started_next, None
-        if started is not None:
+        started, ctx.started_next = ctx.started_next, []
+        if started:
             with ctx.clock("correctness", "start_ahead"):
-                futures.wait([started])
+                futures.wait(started)
 
     def _correctness(self) -> None:
         """The correctness stage; beside other pairs' (``--gpu-share``) it shares the GPU, and there an out-of-memory

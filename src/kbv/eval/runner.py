@@ -36,7 +36,7 @@ from kbv.eval import memory_needs
 from kbv.eval.pair import CompileResult, EvalOptions, compile_candidate, evaluate_shapes, remembered_seconds
 from kbv.eval.verdict import Rules, decide
 from kbv.records import Record, RecordWriter, recorded_keys
-from kbv.protocol import GATE_ALONE_FRACTION, GATE_MEMORY_FRACTION, LOOKAHEAD_DEVICES
+from kbv.protocol import GATE_ALONE_FRACTION, GATE_MEMORY_FRACTION, LOOKAHEAD_DEPTH, LOOKAHEAD_DEVICES
 
 
 @dataclass
@@ -376,9 +376,10 @@ def lookahead_of(todo: list[Pair], compiled: dict[str, CompileResult], options: 
         plan = pair.problem.shape_overrides()
         return built is not None and built.ok and len(plan) == 1 and plan[0][1] is None
 
+    depth = min(LOOKAHEAD_DEPTH, options.gpu_share if device == "cuda" else 1)  # one pair at a time: the next one's
     return Lookahead(todo, slots[0], eligible,
                      lambda pair, gpu: PairContext(pair.problem, pair.candidate, options, device, gpu),
-                     options.timeout)
+                     options.timeout, depth)
 
 
 def gate_capacity(gpu: int | None) -> int | None:
