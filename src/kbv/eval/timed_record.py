@@ -11,7 +11,7 @@ from the candidate's process, so they add flags and never clear one. A candidate
 or whose forwards on a GPU recorded no device work at all, while the reference's recorded is ``fallback`` (what it
 hid cannot be known: every forward that computes on a GPU launches a kernel or a copy, and the process's every
 launch is recorded unless its collection was switched off). Each role's ``coverage`` (recorded device time over the
-wall time with collection on) and ``timed_coverage`` (the same within the timed trials' windows alone) are recorded
+wall time of the forwards' windows) and ``timed_coverage`` (the same within the timed trials' windows alone) are recorded
 and decide nothing.
 """
 
@@ -115,7 +115,7 @@ class TimedRecords:
                          "flags_added": added, "kernels": verdict["kernels"][:20]}, added
 
     def coverage(self, role: str) -> float | None:
-        """Recorded device time over the wall time with collection on, for ``role`` (a diagnostic: with several
+        """Recorded device time over the wall time of the forwards' windows, for ``role`` (a diagnostic: with several
         streams it can exceed 1, and a launch-bound forward's is low)."""
         if self.window_us[role] <= 0:
             return None
