@@ -528,8 +528,7 @@ class PerformanceStage:
                                            "round": round_index}
                     msg["ring_bytes"] = self.ring_bytes  # both roles keep every output: the same work and memory
                     msg["record"] = self.recorded is not None  # both roles alike: the same work around each call
-                    if self.release_cached:  # both roles alike
-                        msg["release_cached"] = True
+                    msg["release_cached"] = self.release_cached  # both roles alike, as the clean command's
                     if role == "reference" and cached:
                         if round_index or pair_index:
                             continue  # cached: one short re-measure only
