@@ -397,6 +397,59 @@ def test_a_pair_expected_to_nearly_fill_the_gpu_records_that_its_correctness_ran
     assert "correctness_alone" not in record.env
 
 
+@pytest.mark.parametrize("need", [90, 50])
+def test_a_correctness_run_that_nearly_fills_the_gpu_first_makes_the_room_a_run_again_alone_has(monkeypatch, need):
+    """On the 80 GB H100 (h100-2026-12-06-f) level1/30, expected at 0.86 of the gate's capacity, ran alone and still
+    ran out of memory: beside it were eight idle workers started ahead for other pairs and two pairs' timing workers
+    still exiting; run again without them it passed, 40 s later. Such a run now closes the others' idle workers
+    (not its own, which it takes), waits for the exiting ones, and starts none for the next pairs; a run that does
+    not nearly fill (50) does none of this."""
+    from kbv.eval import pair as pair_mod
+    from kbv.eval.context import PairContext
+    from kbv.sandbox import launch
+
+    gate = DeviceGate(capacity=100, alone_above=0.8)
+    calls: list[str] = []
+    gate.hold_idle(lambda: calls.append("next pairs") or 8)
+    monkeypatch.setattr(PairContext, "release_idle", lambda self: calls.append("own") or 2)
+    waited: list[int] = []
+
+    class Exiting:
+        def close(self, wait: bool = True) -> None:
+            if wait:
+                waited.append((gate._readers, list(calls)))  # once the run holds its place, the others' closed
+
+    monkeypatch.setattr(pair_mod, "correctness_memory", lambda ctx: need)
+    launch.retire([Exiting(), Exiting()])
+    try:
+        modes, record = _run_with_correctness(monkeypatch, [None], gate)
+    finally:
+        launch.wait_retired()
+    assert modes == ["shared"] and record.verdict == "correct", record.error
+    if need == 90:
+        assert waited == [(1, ["next pairs"])] * 2 and calls.count("next pairs") == 1
+        assert record.env["correctness_alone_room"] == {"idle_workers_closed": 8, "retired_workers_waited": 2}
+    else:
+        assert "next pairs" not in calls and "correctness_alone_room" not in record.env
+
+    # the stage's processes up: its own timing workers start early as ever, the next pairs' only beside a run
+    # that does not nearly fill the GPU
+    started: list[str] = []
+
+    class Ahead:
+        def top_up(self):
+            started.append("next pairs")
+            return []
+
+    monkeypatch.setattr(pair_mod, "start_early", lambda ctx: started.append("own timing"))
+    evaluation = pair_mod.PairEvaluation(load_problem(problem_path("level1/5_ReLU")), Candidate.from_path(CANDIDATE),
+                                         EvalOptions(device="cpu", sandbox="off"), "cpu", gate=gate,
+                                         lookahead=Ahead())
+    evaluation.ctx.draft.env.update(record.env)
+    evaluation._started(evaluation.ctx)
+    assert started == (["own timing"] if need == 90 else ["own timing", "next pairs"])
+
+
 def test_a_correctness_runs_expected_memory_comes_from_the_problems_cached_counts(tmp_path):
     """``correctness_memory``: the factor times one forward's inputs and outputs plus the state twice plus the two
     processes' base, from counts already cached (none counted here: 0 where there are none)."""

@@ -188,13 +188,14 @@ class PairEvaluation:
         self.candidate_label = candidate_label
         self.gate = gate  # shared with other pairs on this GPU: correctness shared, timing exclusive
         self.lookahead = lookahead  # this pair's correctness starts the next pair's correctness workers
+        self._own_idle: Callable[[], int] = lambda: self.ctx.release_idle()  # its workers started ahead, if idle
 
     def _started(self, ctx: PairContext) -> None:
         """The correctness stage's two processes are up: the timing workers start, and the next pair's correctness
         workers."""
         start_early(ctx)
-        if self.lookahead is not None and ctx.options.start_ahead:
-            ctx.started_next = self.lookahead.top_up()
+        if self.lookahead is not None and ctx.options.start_ahead and not ctx.draft.env.get("correctness_alone"):
+            ctx.started_next = self.lookahead.top_up()  # (beside a stage that nearly fills the GPU: none)
 
     def _next_started(self, ctx: PairContext) -> None:
         """Wait, still in the correctness stage, for the next pairs' correctness workers to be up (their CUDA starts
@@ -219,11 +220,16 @@ class PairEvaluation:
         t0 = time.monotonic()
         need = correctness_memory(self.ctx)
         self.ctx.draft.env["correctness_memory_expected"] = need
-        if gate.nearly_fills(need):  # it runs with no other pair's correctness beside it
+        if gate.nearly_fills(need):  # it runs with no other pair's correctness beside it, nor other pairs' idle or
+            # exiting workers, and starts none of the next pairs' (``first_run``, ``_started``)
             self.ctx.draft.env["correctness_alone"] = True
 
         def first_run() -> Failure | None:
             with gate.shared(need):  # how long it waited for another pair's timing (or memory) to leave the GPU
+                if self.ctx.draft.env.get("correctness_alone"):  # what a run again alone has (``_alone_again``)
+                    self.ctx.draft.env["correctness_alone_room"] = {
+                        "idle_workers_closed": gate.close_idle_but(self._own_idle),
+                        "retired_workers_waited": launch.wait_retired()}
                 self.ctx.charge("correctness", "waiting_for_gpu", time.monotonic() - t0)
                 try:
                     CorrectnessStage(self.ctx).run()
@@ -330,7 +336,7 @@ class PairEvaluation:
         start = time.monotonic()
         draft.env = self._env()
         # its workers started ahead, idle on a shared GPU, closed for a pair run again alone (kbv.eval.gate)
-        forget_idle = self.gate.hold_idle(lambda: self.ctx.release_idle()) if self.gate is not None else None
+        forget_idle = self.gate.hold_idle(self._own_idle) if self.gate is not None else None
         try:
             draft.stage = "compile"
             compiled = compiled or compile_candidate(ctx.problem, ctx.candidate, options, ctx.device, ctx.gpu)
