@@ -12,8 +12,8 @@ move the speedup. This benchmark measures it, with nothing of kbv's sandbox or p
 problem's reference and, where ``--candidates`` has one, its custom kernel, else the reference again), each role is
 timed by ``kbv.worker.timer.time_calls`` (the worker's own timer: cache flush, events, device-wide synchronize) in
 ``--rounds`` alternating rounds, plain and recorded as kbv's timing commands are (``kbv.worker.kernel_record``:
-a device-only session held for the command, its collection switched on around each forward only; on the CPU, for a
-smoke test, CPU operators). Per pair: each role's median per mode, the recorded-over-plain ratio, the speedup
+a device-only session held for the command, each forward a window of it, a GPU trial's cache flush left out; on
+the CPU, for a smoke test, CPU operators). Per pair: each role's median per mode, the recorded-over-plain ratio, the speedup
 plain and recorded, their ratio (``distortion``: 1 means recording leaves the speedup alone), and the kernels
 recorded per call. Results: ``<out>/recording_cost.json``. Figures are what this run measured.
 """
@@ -68,7 +68,7 @@ def to(value: Any, device: str) -> Any:
 def timed(model: torch.nn.Module, inputs: list[Any], device: str, trials: int, record: bool) -> dict[str, Any]:
     """One timing command of ``model`` on ``inputs``: the median per call, and with ``record`` the device kernels
     (CPU operators on the CPU) recorded per call, by kbv's own mechanism (``kbv.worker.kernel_record``: the session
-    held for the command, its collection on around each forward only)."""
+    held for the command, each forward in one of its windows, a GPU trial's flush left out)."""
     def call() -> Any:
         with torch.no_grad():
             return model(*inputs)

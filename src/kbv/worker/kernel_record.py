@@ -36,6 +36,9 @@ from kbv.worker.recorder import PROFILER as _ENTRY  # captured before any candid
 
 _unix_ns = time.time_ns  # the profiler's events carry Unix-time nanoseconds (kineto's clock): the timed windows' too
 
+#: What the harness's cache flush (``flush.zero_()``) launches on a GPU: a fill kernel (or a set).
+FLUSH_NAMES = ("FillFunctor", "Memset")
+
 #: Distinct names kept per command (by device time); the rest are counted in ``names_dropped``.
 MAX_NAMES = 200
 
@@ -50,11 +53,11 @@ class Recording:
     def __init__(self, device: str):
         self.cuda = device.startswith("cuda")
         self.status: dict[str, Any] = {"status": "not started"}
-        self.windows: list[tuple[int, int, bool]] = []  # (open, close, timed) in the events' clock (Unix ns)
+        self.windows: list[tuple[int, int, bool, bool]] = []  # (open, close, timed, flushed), events' clock (ns)
         self.running = False
         self.lost = 0  # windows after which the session was no longer enabled (the forward stopped it)
         self.commands = 0  # timing commands (one per baseline) whose forwards it recorded (counted by the session)
-        self._open: tuple[int, bool] | None = None
+        self._open: tuple[int, bool, bool] | None = None
 
     def start(self) -> None:
         if _ENTRY is None:
@@ -77,17 +80,18 @@ class Recording:
         self.running = True
         self.status = {"status": "ok"}
 
-    def on(self, timed: bool = False) -> None:
-        """A window opens, for one forward (``timed``: a timed trial's) or the warm-up's calls."""
+    def on(self, timed: bool = False, flushed: bool = False) -> None:
+        """A window opens, for one forward (``timed``: a timed trial's) or the warm-up's calls; ``flushed``: the
+        harness's cache flush comes first in it (a GPU trial's), and is left out."""
         if self.running:
-            self._open = (_unix_ns(), timed)
+            self._open = (_unix_ns(), timed, flushed)
 
     def off(self) -> None:
         """The window closes (after the forward and its synchronize); a session the forward stopped is lost."""
         if self.running and self._open is not None:
-            opened, timed = self._open
+            opened, timed, flushed = self._open
             self._open = None
-            self.windows.append((opened, _unix_ns(), timed))
+            self.windows.append((opened, _unix_ns(), timed, flushed))
             if not _ENTRY["enabled"]():  # type: ignore[index]
                 self.lost += 1
 
@@ -101,11 +105,10 @@ class Recording:
             return {"status": "stopped", "reason": f"the session was gone at its end: "
                                                    f"{type(exc).__name__}: {exc}"[:300],
                     "commands": self.commands, "windows": len(self.windows), "kernels": {}}
-        totals: dict[str, list[float]] = {}
         wanted = torch.autograd.DeviceType.CUDA if self.cuda else torch.autograd.DeviceType.CPU
         windows = sorted(self.windows)
         opens = [w[0] for w in windows]
-        timed_ns = 0  # device time of the events whose middle falls in a timed trial's window
+        inside: list[tuple[int, int, Any]] = []  # (window, start, event)
         outside = 0
         for event in events:
             if event.device_type() != wanted or event.is_user_annotation() or (
@@ -116,17 +119,37 @@ class Recording:
             if at < 0 or middle > windows[at][1]:
                 outside += 1  # the harness's own work between forwards
                 continue
+            inside.append((at, event.start_ns(), event))
+        flushes = _flushes(windows, inside)
+        totals: dict[str, list[float]] = {}
+        timed_ns = 0  # device time of the events whose middle falls in a timed trial's window
+        for at, _, event in inside:
+            if id(event) in flushes:
+                continue
             entry = totals.setdefault(str(event.name())[:300], [0, 0.0])
             entry[0] += 1
             entry[1] += event.duration_ns() / 1e3
             if windows[at][2]:
                 timed_ns += event.duration_ns()
         ranked = sorted(totals.items(), key=lambda kv: -kv[1][1])
-        timed = [(a, b) for a, b, is_timed in windows if is_timed]
+        timed = [(a, b) for a, b, is_timed, _ in windows if is_timed]
         return {"status": "stopped" if self.lost else "ok", "commands": self.commands, "windows": len(windows),
                 "lost_windows": self.lost,
-                "window_us": round(sum(b - a for a, b, _ in windows) / 1e3, 3),
+                "window_us": round(sum(b - a for a, b, _, _ in windows) / 1e3, 3),
                 "timed": {"windows": len(timed), "window_us": round(sum(b - a for a, b in timed) / 1e3, 3),
                           "device_us": round(timed_ns / 1e3, 3)},
                 "kernels": {name: [int(calls), round(us, 3)] for name, (calls, us) in ranked[:MAX_NAMES]},
-                "names_dropped": max(0, len(ranked) - MAX_NAMES), "outside_windows": outside}
+                "names_dropped": max(0, len(ranked) - MAX_NAMES), "outside_windows": outside,
+                "flushes_left_out": len(flushes), "flushes_unseen": sum(w[3] for w in windows) - len(flushes)}
+
+
+def _flushes(windows: list[tuple[int, int, bool, bool]], inside: list[tuple[int, int, Any]]) -> set[int]:
+    """The harness's flushes among the events inside windows (their ids): in each window that opens with one
+    (``flushed``), its first event by start, where that is a fill or a set. The flush is launched first in the window, on an
+    idle GPU, before any forward code runs; a window whose first event is something else keeps it (counted as
+    ``flushes_unseen``)."""
+    first: dict[int, tuple[int, Any]] = {}
+    for at, start, event in inside:
+        if windows[at][3] and (at not in first or start < first[at][0]):
+            first[at] = (start, event)
+    return {id(event) for _, event in first.values() if any(n in str(event.name()) for n in FLUSH_NAMES)}
