@@ -307,7 +307,7 @@ LEND_TIMED_DEFAULT: Final[dict[str, bool]] = {"cpu": True, "cuda": False}
 # GELU clean (h100-2026-12-06-e), and again with the whole GPU corpus clean (h100-2026-12-06-f). Over a 50-pair reward
 # batch there (h100-2026-12-06-f) it made every timed call slower by about 90 us (geometric mean 1.057, 1.22-1.26
 # for the 0.35-0.40 ms matmuls) and the reference's clean command, not recorded, then flagged 4 of 50 honest pairs
-# (`reference_slowed`): a window opened after the flush, on an idle GPU, timed the launches' latency. The window
+# (`reference_slowed`), likely because a window opened after the flush, on an idle GPU, timed the launches' latency. The window
 # now opens before the flush, which is left out (not yet measured on a GPU), so it stays off;
 # on the CPU the parent's samples decide rule 2, and the recording of CPU operators is a stand-in for tests.
 RECORD_TIMED_DEFAULT: Final[dict[str, bool]] = {"cpu": False, "cuda": False}

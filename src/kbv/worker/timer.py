@@ -125,8 +125,8 @@ def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: floa
         if record is not None:  # a window holds the kernels that run in it: the harness's queued draws finish
             # first (recording only). A trial's window opens before its flush, which the recording leaves out
             # (``flushed``), so the forward is still launched while the flush runs, as unrecorded: opened after
-            # it, on an idle GPU, the window added the launches' latency to the time, about 90 us a call, and
-            # 0.35 ms matmuls read 25 % slower on the 80 GB H100 (h100-2026-12-06-f)
+            # it, on an idle GPU, the window likely added the launches' latency to the time: about 90 us a call,
+            # 0.35 ms matmuls 25 % slower on the 80 GB H100 (h100-2026-12-06-f)
             def on(timed: bool = False, flushed: bool = False) -> None:
                 sync()
                 record.on(timed, flushed)
