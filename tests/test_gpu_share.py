@@ -694,6 +694,48 @@ def test_a_pair_run_again_alone_waits_for_other_pairs_timing_workers_still_exiti
     assert waited == [True] and record.env["correctness_rerun"]["retired_workers_waited"] == 1
 
 
+@pytest.mark.parametrize("need", [150, 50])
+def test_a_timing_that_closed_the_idle_workers_starts_the_next_pairs_again_and_the_next_timing_waits_for_them(need):
+    """On the 80 GB H100 (h100-2026-12-06-f) 14 timings of pairs that fill the GPU each closed every idle worker
+    started ahead, and the pairs that entered correctness right after them all started CUDA in their own stage: 13
+    of 50 found workers waiting. Such a timing now starts the next pairs' workers again once the device is no
+    longer its own, without waiting for them; the next timing waits for them to be up before it has the device
+    alone (no CUDA start beside a pair's timing). A timing that closed none (50) starts none."""
+    from concurrent.futures import Future
+
+    from kbv.eval import pair as pair_mod
+
+    gate = DeviceGate(capacity=100)
+    gate.hold_idle(lambda: 4)
+    up_while: list[bool] = []  # whether a timing had the device alone when the started workers came up
+
+    class Ahead:
+        def top_up(self):
+            future: Future = Future()
+
+            def later() -> None:
+                time.sleep(0.2)
+                up_while.append(gate._writer)
+                future.set_result(None)
+            threading.Thread(target=later).start()
+            return [future]
+
+    evaluation = pair_mod.PairEvaluation(load_problem(problem_path("level1/5_ReLU")), Candidate.from_path(CANDIDATE),
+                                         EvalOptions(device="cpu", sandbox="off"), "cpu", gate=gate,
+                                         lookahead=Ahead())
+    ctx = evaluation.ctx
+    ctx.draft.env["correctness_memory_expected"] = need
+    t0 = time.monotonic()
+    with evaluation._timing_place(ctx) as alone:
+        with alone() as closed:
+            assert closed == (4 if need == 150 else 0)
+    assert time.monotonic() - t0 < 0.15 and up_while == []  # the place left without waiting for them
+    with gate.timing() as alone, alone():  # the next pair's timing
+        assert up_while == ([False] if need == 150 else []), up_while
+    time.sleep(0.25)
+    assert up_while == ([False] if need == 150 else []), up_while
+
+
 def test_timing_alone_closes_the_idle_workers_only_for_a_problem_that_fills_the_gpu():
     """On the 80 GB H100 (h100-2026-12-06-c) a 6 GiB problem's timing, whose correctness was expected to need more
     than the gate's capacity, ran out of memory by 0.03 GiB beside twelve idle workers started ahead: its ``alone``

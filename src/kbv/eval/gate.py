@@ -21,6 +21,8 @@ from __future__ import annotations
 import itertools
 import threading
 from collections.abc import Iterator
+from concurrent import futures
+from concurrent.futures import Future
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Callable
 
@@ -38,6 +40,7 @@ class DeviceGate:
         self.capacity = capacity  # bytes the shared stages' expected needs may add up to (None: no bound)
         self.alone_above = alone_above  # a correctness stage expected to need more of ``capacity`` runs alone
         self._idle: dict[int, Callable[[], int]] = {}  # how to close the processes started ahead (``hold_idle``)
+        self._starting: list[Future] = []  # processes starting, outside any stage: timing waits for them (``starting``)
         self._idle_keys = itertools.count()
 
     @contextmanager
@@ -82,10 +85,20 @@ class DeviceGate:
         with self._enter_shared(need, timing=True):
             yield lambda: self._alone(fills)
 
+    def starting(self, started: list[Future]) -> None:
+        """Processes started outside any stage (their CUDA starting): the next timing waits for them to be up before it
+        has the device alone, so no CUDA start overlaps a pair's timing."""
+        with self._cond:
+            self._starting = [f for f in self._starting if not f.done()] + list(started)
+
     @contextmanager
     def _alone(self, release_idle: bool = False) -> Iterator[int]:
-        """From a ``timing`` place: the device to itself once every other shared holder has left (and, with
-        ``release_idle``, every idle worker started ahead closed: the count is yielded)."""
+        """From a ``timing`` place: the device to itself once every other shared holder has left and every process
+        started outside a stage is up (``starting``); with ``release_idle``, every idle worker started ahead closed
+        (the count is yielded)."""
+        with self._cond:
+            starting, self._starting = self._starting, []
+        futures.wait(starting)
         with self._cond:
             self._take_device(lambda: self._readers > 1)
             self._readers -= 1

@@ -8,7 +8,9 @@ until ``depth`` pairs have workers waiting (``top_up``), in threads, and waits f
 correctness stage, so no CUDA start overlaps another pair's timing. Topping up, not one per stage: a pair that
 fills the GPU closes every idle worker for its timing (``release``), and with one start per stage and one taken per
 pair the count never came back (on the H100, h100-2026-12-06-e, 7 of 50 reward pairs found workers waiting, the
-other 43 started CUDA in their stage, about 1 s each). Each waits idle, with no candidate
+other 43 started CUDA in their stage, about 1 s each). Such a timing also tops them up again itself, once the device
+is no longer its own (``kbv.eval.pair.PairEvaluation._timing_place``: with topping up at correctness alone, 13 of 50
+in h100-2026-12-06-f). Each waits idle, with no candidate
 code loaded (that comes with its setup command), until its pair's correctness stage takes it; none serves another
 pair. A pair whose evaluation begins on another GPU than its workers', or never begins, has them closed.
 ``KBV_START_AHEAD=0`` turns this off with the timing workers' start ahead.

@@ -307,7 +307,11 @@ class PairEvaluation:
         """The performance stage's place on the shared GPU (``DeviceGate.timing``), expected to need what this pair's
         correctness stage did; the waits for it and for the device alone charged to ``performance/waiting_for_gpu``,
         the time held alone noted as ``timing_ms.device_alone_s`` (and the idle workers closed for a problem that
-        fills the GPU as ``timing_ms.idle_workers_closed``)."""
+        fills the GPU as ``timing_ms.idle_workers_closed``). Where it closed them, the next pairs' correctness workers
+        are started again as soon as the device is no longer its own, and the next timing waits for them before it
+        has the device alone (``DeviceGate.starting``), so no CUDA start overlaps another pair's timing: the pairs that
+        entered correctness right after such a timing all started CUDA in their own stage (on the 80 GB H100, 13 of
+        50 reward pairs found workers waiting, with 14 such timings in the batch: h100-2026-12-06-f)."""
         gate = self.gate
         assert gate is not None
         t0 = time.monotonic()
@@ -326,6 +330,8 @@ class PairEvaluation:
                         yield closed
                     finally:  # what no other pair could overlap: the batch's floor is the sum of these
                         ctx.draft.timing_ms["device_alone_s"] = round(time.monotonic() - t2, 3)
+                if closed and self.lookahead is not None and ctx.options.start_ahead:
+                    gate.starting(self.lookahead.top_up())
 
             yield charged
 
