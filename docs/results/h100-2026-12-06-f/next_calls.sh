@@ -11,7 +11,8 @@ case $1 in
      g "$(( $(left) - 5 ))" n1r5a --stages bench --bench-runs reward --levels 1,2 --bench-ids 1:1-30,2:1-20 \
        --bench-limit 50 --gpu-share 5 ;;
   # the steady state (goal 1,000 per hour; level1/30, which nearly fills the GPU, now makes its room first and should
-  # not run again), then the same batch recorded: its false-positive rate (4 of 50 in h100-2026-12-06-f) and cost
+  # not run again; more pairs should find correctness workers started ahead, 13 of 50 in h100-2026-12-06-f), then the
+  # same batch recorded: its false-positive rate (4 of 50 in h100-2026-12-06-f) and cost
   2) g 280 n2r5b --stages bench --bench-runs reward --levels 1,2 --bench-ids 1:1-30,2:1-20 --bench-limit 50 \
        --gpu-share 5
      KBV_RECORD_TIMED=1 g "$(( $(left) - 5 ))" n2r5rec --stages bench --bench-runs reward --levels 1,2 \
