@@ -590,7 +590,8 @@ GATE_MEMORY_FRACTION: Final = 0.9
 # A correctness stage expected to need more than this share of that capacity runs alone (kbv.eval.gate): beside it
 # there is room for less than other pairs and the idle workers started ahead take (on the 80 GB H100 the two pairs
 # at 0.86 ran out of memory beside small pairs and ten idle workers, in both batches of h100-2026-12-06-e, and ran
-# again alone at about 25 s each; none at 0.72 or less did).
+# again alone at about 25 s each; none at 0.72 or less did). With it, in h100-2026-12-06-f, level1/25 did not and
+# level1/30 did once, beside other pairs' idle and exiting workers: such a run now closes and waits for them first.
 GATE_ALONE_FRACTION: Final = 0.8
 # Where a pair's correctness workers start while an earlier pair's correctness runs (kbv.eval.lookahead): on a GPU,
 # where starting CUDA took the stage's two processes 1.14 s per pair in the H200's reward batch
@@ -598,5 +599,6 @@ GATE_ALONE_FRACTION: Final = 0.8
 LOOKAHEAD_DEVICES: Final = {"cpu": False, "cuda": True}
 # ... kept topped up to this many pairs whose workers wait (at most --gpu-share's): a pair that fills the GPU closes
 # every idle worker for its timing, and with one start per stage the count never came back (7 of 50 reward pairs
-# found workers waiting on the H100, h100-2026-12-06-e). Two pairs' four processes hold about 2.2 GiB of CUDA contexts.
+# found workers waiting on the H100, h100-2026-12-06-e; 13 with topping up, h100-2026-12-06-f, so such a timing now
+# tops them up again itself). Two pairs' four processes hold about 2.2 GiB of CUDA contexts.
 LOOKAHEAD_DEPTH: Final = 2
