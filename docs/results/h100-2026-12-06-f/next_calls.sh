@@ -1,23 +1,27 @@
 #!/usr/bin/env bash
 # The next session's device calls (NOT RUN yet), from the repository root as
 # `bash docs/results/h100-2026-12-06-f/next_calls.sh N [limit]` with .kb and .whl carried (shared preamble:
-# scripts/device_calls.sh), back to back on one warm machine. Put the results in a folder named after the card.
+# scripts/device_calls.sh), back to back on one warm machine (calls 2 and 3 need call 2's builds and cached
+# references). Put the results in a folder named after the card.
 . scripts/device_calls.sh "$1" "$2"  # the wheels, the card, g and left
 case $1 in
   # the recording's window opened before the flush: its cost on the sub-ms matmuls that read 22-26 % slower in
-  # h100-2026-12-06-f and on a Triton pair, its GPU test; then the reward batch with nothing cached (its builds)
-  1) g 150 n1rec --stages recording --recording-pairs level1/2,level1/13,level1/18,level2/14,level2/12
-     KBV_PYTEST_TIMEOUT=80 g 100 n1py --stages pytest --pytest-k "recording_holds"
-     g "$(( $(left) - 5 ))" n1r5a --stages bench --bench-runs reward --levels 1,2 --bench-ids 1:1-30,2:1-20 \
-       --bench-limit 50 --gpu-share 5 ;;
-  # the steady state (goal 1,000 per hour; level1/30, which nearly fills the GPU, now makes its room first and should
-  # not run again; more pairs should find correctness workers started ahead, 13 of 50 in h100-2026-12-06-f), then the
-  # same batch recorded: its false-positive rate (4 of 50 in h100-2026-12-06-f) and cost
-  2) g 280 n2r5b --stages bench --bench-runs reward --levels 1,2 --bench-ids 1:1-30,2:1-20 --bench-limit 50 \
+  # h100-2026-12-06-f and on a Triton pair, and its GPU test; then the GPU tests the recording does not touch
+  1) g 200 n1rec --stages recording --recording-pairs level1/2,level1/13,level1/18,level2/14,level2/12
+     KBV_PYTEST_TIMEOUT=80 g 90 n1py --stages pytest --pytest-k "recording_holds"
+     KBV_PYTEST_TIMEOUT="$(( $(left) - 20 ))" g "$(( $(left) - 10 ))" n1gs --stages pytest \
+       --pytest-k "test_gpu_share or test_lookahead or test_cuda_load_inline_candidate_builds_and_is_correct" ;;
+  # the reward batch with nothing cached (its builds), then the steady state (goal 1,000 per hour; level1/30, which
+  # nearly fills the GPU, now makes its room first and should not run again; more pairs should find correctness
+  # workers started ahead: 13 of 50 in h100-2026-12-06-f)
+  2) g 300 n2r5a --stages bench --bench-runs reward --levels 1,2 --bench-ids 1:1-30,2:1-20 --bench-limit 50 \
        --gpu-share 5
-     KBV_RECORD_TIMED=1 g "$(( $(left) - 5 ))" n2r5rec --stages bench --bench-runs reward --levels 1,2 \
-       --bench-ids 1:1-30,2:1-20 --bench-limit 50 --gpu-share 5 ;;
-  # if call 2's recorded batch is clean: the GPU corpus and the other GPU tests with the recording on
-  3) KBV_RECORD_TIMED=1 KBV_PYTEST_TIMEOUT="$(( $(left) - 20 ))" g "$(( $(left) - 10 ))" n3py --stages pytest \
-       --pytest-k "test_adversarial_gpu or test_cuda_load_inline_candidate_builds_and_is_correct" ;;
+     g "$(( $(left) - 5 ))" n2r5b --stages bench --bench-runs reward --levels 1,2 --bench-ids 1:1-30,2:1-20 \
+       --bench-limit 50 --gpu-share 5 ;;
+  # the same batch with every timed forward recorded: its false-positive rate (4 of 50 in h100-2026-12-06-f) and
+  # cost; then, with the recording on, the GPU corpus and the test that failed with it on
+  3) KBV_RECORD_TIMED=1 g 300 n3rec --stages bench --bench-runs reward --levels 1,2 --bench-ids 1:1-30,2:1-20 \
+       --bench-limit 50 --gpu-share 5
+     KBV_RECORD_TIMED=1 KBV_PYTEST_TIMEOUT="$(( $(left) - 20 ))" g "$(( $(left) - 10 ))" n3py --stages pytest \
+       --pytest-k "test_adversarial_gpu" ;;
 esac
