@@ -7,7 +7,7 @@
 case $1 in
   # the recording's window opened before the flush: its cost on the sub-ms matmuls that read 22-26 % slower in
   # h100-2026-12-06-f and on a Triton pair, and its GPU test; then the other GPU tests outside the corpus, as far
-  # as the call's time goes (recording off: 16 passed, 1 xpassed with it on but for one test, h100-2026-12-06-f)
+  # as the call's time goes, the recording off (with it on: 16 passed, 1 xpassed, 1 failed, h100-2026-12-06-f)
   1) g 200 n1rec --stages recording --recording-pairs level1/2,level1/13,level1/18,level2/14,level2/12
      KBV_PYTEST_TIMEOUT=80 g 90 n1py --stages pytest --pytest-k "recording_holds"
      KBV_PYTEST_TIMEOUT="$(( $(left) - 20 ))" g "$(( $(left) - 10 ))" n1gs --stages pytest \
