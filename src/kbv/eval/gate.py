@@ -12,7 +12,9 @@ out of memory beside each other and run their correctness again; one expected to
 (``alone_above``, ``GATE_ALONE_FRACTION``) runs alone. Processes started ahead wait idle on the GPU,
 a CUDA context each (about 0.5-0.6 GiB on the H100): they say how to close them (``hold_idle``), and ``exclusive``
 closes them all, so a pair run again alone has the memory too (on an 80 GB H100, fourteen such contexts left a
-6 GiB problem's run again out of memory: h100-2026-12-06-c). With ``EvalOptions.gpu_share`` at 1 (the default) a
+6 GiB problem's run again out of memory: h100-2026-12-06-c); a stage that runs alone because it nearly fills the GPU
+closes all but its own (``close_idle_but``). Processes started outside any stage (``starting``) are up before the
+next timing has the device alone. With ``EvalOptions.gpu_share`` at 1 (the default) a
 GPU runs one pair at a time and the gate never waits.
 """
 
