@@ -191,11 +191,11 @@ class PairEvaluation:
         self._own_idle: Callable[[], int] = lambda: self.ctx.release_idle()  # its workers started ahead, if idle
 
     def _started(self, ctx: PairContext) -> None:
-        """The correctness stage's two processes are up: the timing workers start, and the next pair's correctness
-        workers."""
+        """The correctness stage's two processes are up: the timing workers start, and the next pairs' correctness
+        workers (none beside a stage that nearly fills the GPU)."""
         start_early(ctx)
         if self.lookahead is not None and ctx.options.start_ahead and not ctx.draft.env.get("correctness_alone"):
-            ctx.started_next = self.lookahead.top_up()  # (beside a stage that nearly fills the GPU: none)
+            ctx.started_next = self.lookahead.top_up()
 
     def _next_started(self, ctx: PairContext) -> None:
         """Wait, still in the correctness stage, for the next pairs' correctness workers to be up (their CUDA starts
