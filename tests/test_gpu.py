@@ -41,7 +41,9 @@ def test_cuda_load_inline_candidate_builds_and_is_correct() -> None:
     # issue 13: CUDA started before each worker's hello (its time split out of the start), and the timing stage's
     # processes started while correctness ran
     assert record.wall_seconds.get("correctness/cuda_init", 0) > 0, record.wall_seconds
-    assert "performance/process_start" not in record.wall_seconds, record.wall_seconds
+    assert "performance/process_start" not in record.wall_seconds, str({  # whole (a dict's repr is cut short)
+        "wall_seconds": record.wall_seconds, **{k: record.timing_ms.get(k) for k in (
+            "untimed_confirmation_pair", "reference_clean", "reference_after_candidate", "truncation_refused")}})
     assert all(check["passed"] for check in record.correctness["timed_rechecks"])
     assert record.correctness["poison"]["passed"] and record.correctness["poison"]["identical"]
     assert not record.correctness["precision"]["low"], record.correctness["precision"]
