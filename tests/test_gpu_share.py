@@ -400,7 +400,7 @@ def test_a_pair_expected_to_nearly_fill_the_gpu_records_that_its_correctness_ran
 @pytest.mark.parametrize("need", [90, 50])
 def test_a_correctness_run_that_nearly_fills_the_gpu_first_makes_the_room_a_run_again_alone_has(monkeypatch, need):
     """On the 80 GB H100 (h100-2026-12-06-f) level1/30, expected at 0.86 of the gate's capacity, ran alone and still
-    ran out of memory: beside it were eight idle workers started ahead for other pairs and two pairs' timing workers
+    ran out of memory beside idle workers started ahead for other pairs (8 when it ran again) and timing workers
     still exiting; run again without them it passed, 40 s later. Such a run now closes the others' idle workers
     (not its own, which it takes), waits for the exiting ones, and starts none for the next pairs; a run that does
     not nearly fill (50) does none of this."""

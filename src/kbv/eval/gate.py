@@ -61,8 +61,9 @@ class DeviceGate:
         """From a correctness stage that entered alone because it nearly fills the GPU (``shared``): close every
         process started ahead and still idle but the stage's own (``own``, as given to ``hold_idle``), as
         ``exclusive`` does; how many. No other stage is inside to take them, and one that takes its own later starts
-        its own (on the 80 GB H100 level1/30, at 0.86 of the capacity, ran out of memory beside eight idle workers
-        and two pairs' timing workers still exiting, then passed alone without them: h100-2026-12-06-f)."""
+        its own (on the 80 GB H100 level1/30, at 0.86 of the capacity, ran out of memory beside idle workers and
+        other pairs' timing workers still exiting, 8 and 2 when it ran again, and passed alone without them:
+        h100-2026-12-06-f)."""
         with self._cond:
             releases = [release for release in self._idle.values() if release is not own]
         return sum(release() for release in releases)
