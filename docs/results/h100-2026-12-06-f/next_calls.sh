@@ -14,7 +14,8 @@ case $1 in
        --pytest-k "not test_adversarial_gpu and not recording_holds" ;;
   # the reward batch with nothing cached (its builds), then the steady state (goal 1,000 per hour; level1/30, which
   # nearly fills the GPU, now makes its room first and should not run again; more pairs should find correctness
-  # workers started ahead: 13 of 50 in h100-2026-12-06-f)
+  # workers started ahead: 13 of 50 in h100-2026-12-06-f; both roles' digests, worker_split_ms.digest, took 8.1 s of
+  # batch b there, before large chunks were summed unstacked)
   2) g 300 n2r5a --stages bench --bench-runs reward --levels 1,2 --bench-ids 1:1-30,2:1-20 --bench-limit 50 \
        --gpu-share 5
      g "$(( $(left) - 5 ))" n2r5b --stages bench --bench-runs reward --levels 1,2 --bench-ids 1:1-30,2:1-20 \

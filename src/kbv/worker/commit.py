@@ -18,6 +18,7 @@ import torch
 from kbv.protocol import CPU_CHUNK
 
 CHUNK = 1 << 24  # words per step: bounds the temporaries on large outputs (one int32 product per word)
+STACK_MAX_WORDS = 1 << 20  # on a GPU, a chunk of fewer words is summed stacked (``_device_sums``)
 _WORD = {1: torch.uint8, 2: torch.int16, 4: torch.int32}
 _MASK = (1 << 64) - 1
 
@@ -33,9 +34,8 @@ def tensor_digest(t: torch.Tensor) -> list[int]:
     for k, start in enumerate(range(0, words.numel(), CHUNK)):
         part = words[start:start + CHUNK]
         weights = _positions(part.numel(), part.device)
-        if part.is_cuda:  # launch-bound: three kernels per chunk (product, pair, both sums)
-            weighted = ((weights + k) if k else weights).mul(part)
-            sums.append(torch.stack((part.to(weighted.dtype), weighted)).sum(dim=1, dtype=torch.int64))
+        if part.is_cuda:
+            sums.append(_device_sums(part, weights, k))
             continue
         # memory-bound: no copy of the pair, and the product taken CPU_CHUNK words at a time (the same sums)
         for sub in range(0, part.numel(), CPU_CHUNK):
@@ -46,6 +46,16 @@ def tensor_digest(t: torch.Tensor) -> list[int]:
         return [0, 0]
     total = sums[0] if len(sums) == 1 else torch.stack(sums).sum(dim=0)
     return [int(v) & _MASK for v in total.tolist()]
+
+
+def _device_sums(part: torch.Tensor, weights: torch.Tensor, k: int) -> torch.Tensor:
+    """A chunk's two sums on a GPU, as a 2-vector (no read back): a small chunk is launch-bound, so its words and
+    products are stacked and summed in one kernel (three in all); from ``STACK_MAX_WORDS`` on the copy the stack makes
+    costs more than a launch, so each is summed where it lies (four kernels, one pass over twice the chunk fewer)."""
+    weighted = ((weights + k) if k else weights).mul(part)
+    if part.numel() < STACK_MAX_WORDS:
+        return torch.stack((part.to(weighted.dtype), weighted)).sum(dim=1, dtype=torch.int64)
+    return torch.stack((part.sum(dtype=torch.int64), weighted.sum(dtype=torch.int64)))
 
 
 def digest(items: list[Any]) -> list[list[int]]:
