@@ -100,9 +100,9 @@ def test_reference_timing_cache_is_reused_with_a_remeasure(tmp_path) -> None:
         assert second.timing_ms["reference_verified"]["cached"] is False
         assert second.timing_ms["reference_verified"]["n"] > REFERENCE_REMEASURE_TRIALS  # timed in full
         return
-    assert "reference_timing_cached" in second.flags
     cached = second.timing_ms["reference_verified"]
     dropped = cached.get("cache_dropped")
+    assert "reference_timing_cached" in second.flags or dropped
     if dropped:  # the cached time too slow against the re-measure (CI, 2026-12-06): the re-measure counts, the entry goes
         assert dropped["drift"] < -REFERENCE_DRIFT_MAX and cached["cached"] is False
         assert dropped["median"] == first.timing_ms["reference_verified"]["median"]
