@@ -34,7 +34,7 @@ def tensor_digest(t: torch.Tensor) -> list[int]:
     for k, start in enumerate(range(0, words.numel(), CHUNK)):
         part = words[start:start + CHUNK]
         weights = _positions(part.numel(), part.device)
-        if part.is_cuda:
+        if _on_device(part):
             sums.append(_device_sums(part, weights, k))
             continue
         # memory-bound: no copy of the pair, and the product taken CPU_CHUNK words at a time (the same sums)
@@ -46,6 +46,11 @@ def tensor_digest(t: torch.Tensor) -> list[int]:
         return [0, 0]
     total = sums[0] if len(sums) == 1 else torch.stack(sums).sum(dim=0)
     return [int(v) & _MASK for v in total.tolist()]
+
+
+def _on_device(part: torch.Tensor) -> bool:
+    """Whether a chunk's sums are taken the GPU's way (``_device_sums``)."""
+    return part.is_cuda
 
 
 def _device_sums(part: torch.Tensor, weights: torch.Tensor, k: int) -> torch.Tensor:
