@@ -635,10 +635,10 @@ class PerformanceStage:
             self._judge_timed_outputs(reference, candidate, kept, deadline)
             if (pair_index == 0 or self.confirming) and not self.truncated:
                 self._burst_check(reference, candidate, samples, deadline, pair_index)
-            if self.recorded is not None:  # each worker's one session, stopped after every command of the pair
-                for role in roles:
-                    self.recorded.add(role, self._call(workers[role], role, {"cmd": "recorded"}, deadline)
-                                      .get("recorded"))
+            if self.recorded is not None:  # each worker's one session, stopped after every command of the pair: the
+                # reference's after its clean commands where they follow (``_clean_reference``), recorded as its others
+                for role in roles if not (self.clean and not cached) else ("candidate",):
+                    self._collect_recorded(workers[role], role, deadline)
         finally:
             self.ctx.collect(reference)
             self.ctx.collect(candidate)
@@ -994,7 +994,8 @@ class PerformanceStage:
         """The pair's clean command: the candidate's processes killed and waited for (the device work they queued
         ends with their context: stopping them would not have stopped it), then one more timing command of the
         reference, as its others in the pair (its share, its kept outputs dropped after, its inputs lent where the
-        pair's were, from the same slot; unrecorded), with a full warm-up (``full_warmup``: it follows the kill's
+        pair's were, from the same slot; recorded where they are, so that the recording's cost per call is in both
+        readings), with a full warm-up (``full_warmup``: it follows the kill's
         idle gap, where the pair's other later commands follow a busy GPU and warm up briefly). Per baseline, the
         pair's pooled reference median beside the candidate (what its speedup reads) over the clean command's
         median is ``ratio`` (``timing_ms.reference_clean``, judged in ``_judge_reference_clean``). Where any ratio
@@ -1010,6 +1011,13 @@ class PerformanceStage:
             replies.append(self._clean_command(reference, share, TIMING_ROUNDS + 1, deadline, full_warmup=False))
             found = self._clean_found(pair_index, replies)
         self.reference_clean.append(found)
+        if self.recorded is not None:
+            self._collect_recorded(reference, "reference", deadline)
+
+    def _collect_recorded(self, worker: Worker, role: str, deadline: float) -> None:
+        """A worker's recording of every forward of its timing commands, its one session stopped (``cmd_recorded``)."""
+        assert self.recorded is not None
+        self.recorded.add(role, self._call(worker, role, {"cmd": "recorded"}, deadline).get("recorded"))
 
     def _clean_command(self, reference: Worker, share: float, round_index: int, deadline: float,
                        full_warmup: bool) -> dict[str, Any]:
@@ -1017,7 +1025,7 @@ class PerformanceStage:
         loan = self.pair_loans.get("reference")  # its filler is None, and close_command nothing, where not lent
         pacer = self._pacer(round_index, loan.filler(round_index) if loan is not None else None)
         msg = {"cmd": "time", "baselines": self.baselines, "share": share, "round": round_index,
-               "ring_bytes": self.ring_bytes, "record": False, "full_warmup": full_warmup,
+               "ring_bytes": self.ring_bytes, "record": self.recorded is not None, "full_warmup": full_warmup,
                "release_cached": self.release_cached}
         reply = self._call(reference, "reference", msg, deadline, pacer)
         if pacer.fill_error is not None:  # the lender failed while filling the slot
