@@ -12,10 +12,14 @@ move the speedup. This benchmark measures it, with nothing of kbv's sandbox or p
 problem's reference and, where ``--candidates`` has one, its custom kernel, else the reference again), each role is
 timed by ``kbv.worker.timer.time_calls`` (the worker's own timer: cache flush, events, device-wide synchronize) in
 ``--rounds`` alternating rounds, plain and recorded as kbv's timing commands are (``kbv.worker.kernel_record``:
-a device-only session held for the command, each forward a window of it, a GPU trial's cache flush left out; on
-the CPU, for a smoke test, CPU operators). Per pair: each role's median per mode, the recorded-over-plain ratio, the speedup
-plain and recorded, their ratio (``distortion``: 1 means recording leaves the speedup alone), and the kernels
-recorded per call. Results: ``<out>/recording_cost.json``. Figures are what this run measured.
+a device-only session held for the command, each forward a window of it, a GPU trial's spin kernel and cache flush
+left out; on the CPU, for a smoke test, CPU operators), and recorded with no spin first (``recorded_no_lead``:
+``RECORD_LEAD_CYCLES`` at 0). As in a timing worker, each timed trial's inputs are redrawn on the device first
+(``prepare``: queued draws that keep the GPU busy while an unrecorded forward is launched; without them h100-2026-12-06-g's
+run of this benchmark read recording at 1.002 while a reward batch read it up to 1.40), under the verified
+baseline's flags unless ``--baseline standard``. Per pair: each role's median per mode, the recorded-over-plain
+ratios, the speedup per mode, their ratios (``distortion``: 1 means recording leaves the speedup alone), and the
+kernels recorded per call. Results: ``<out>/recording_cost.json``. Figures are what this run measured.
 """
 
 from __future__ import annotations
@@ -65,21 +69,35 @@ def to(value: Any, device: str) -> Any:
     return value.to(device) if isinstance(value, torch.Tensor) else value
 
 
-def timed(model: torch.nn.Module, inputs: list[Any], device: str, trials: int, record: bool) -> dict[str, Any]:
-    """One timing command of ``model`` on ``inputs``: the median per call, and with ``record`` the device kernels
-    (CPU operators on the CPU) recorded per call, by kbv's own mechanism (``kbv.worker.kernel_record``: the session
-    held for the command, each forward in one of its windows, a GPU trial's flush left out)."""
+MODES = ("plain", "recorded", "recorded_no_lead")
+
+
+def timed(model: torch.nn.Module, inputs: list[Any], device: str, trials: int, mode: str) -> dict[str, Any]:
+    """One timing command of ``model`` on ``inputs`` in ``mode`` (``MODES``): the median per call, and where it records
+    the device kernels (CPU operators on the CPU) recorded per call, by kbv's own mechanism
+    (``kbv.worker.kernel_record``: the session held for the command, each forward in one of its windows, a GPU
+    trial's spin and flush left out). Each trial's floating-point inputs are redrawn in place first, on the device."""
     def call() -> Any:
         with torch.no_grad():
             return model(*inputs)
 
+    def prepare(index: int) -> None:
+        for x in inputs:
+            if isinstance(x, torch.Tensor) and x.is_floating_point():
+                x.normal_()
+
     rule = TIMING_RULES["cuda" if device.startswith("cuda") else "cpu"]
-    if not record:
-        result = timer.time_calls(call, device, rule, max_trials=trials)
+    if mode == "plain":
+        result = timer.time_calls(call, device, rule, max_trials=trials, prepare=prepare)
         return {"median_ms": statistics.median(result["times_ms"])}
     recording = Recording(device)
     recording.start()
-    result = timer.time_calls(call, device, rule, max_trials=trials, record=recording)
+    lead = timer.RECORD_LEAD_CYCLES
+    timer.RECORD_LEAD_CYCLES = lead if mode == "recorded" else 0  # type: ignore[misc]
+    try:
+        result = timer.time_calls(call, device, rule, max_trials=trials, prepare=prepare, record=recording)
+    finally:
+        timer.RECORD_LEAD_CYCLES = lead  # type: ignore[misc]
     recorded = recording.stop()
     if recorded["status"] != "ok":
         raise SystemExit(f"the recording failed: {recorded}")
@@ -97,8 +115,11 @@ def main() -> int:
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--rounds", type=int, default=4, help="alternating rounds of plain and recorded per role")
     ap.add_argument("--trials", type=int, default=100, help="timed trials per command (at most)")
+    ap.add_argument("--baseline", choices=("verified", "standard"), default="verified",
+                    help="the baseline's flags: verified (TF32 on, as kbv's verified baseline) or standard (off)")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = args.baseline == "verified"
     args.out.mkdir(parents=True, exist_ok=True)
     rows = []
     for key in [k.strip() for k in args.pairs.split(",") if k.strip()]:
@@ -116,35 +137,38 @@ def main() -> int:
             candidate = reference
         torch.manual_seed(1)
         inputs = [to(x, args.device) for x in problem.get_inputs()]
-        modes: dict[str, dict[str, list[float]]] = {r: {"plain": [], "recorded": []} for r in ("reference", "candidate")}
+        modes: dict[str, dict[str, list[float]]] = {r: {m: [] for m in MODES} for r in ("reference", "candidate")}
         per_call: dict[str, list[float]] = {"reference": [], "candidate": []}
         for round_index in range(args.rounds):
-            order = ("plain", "recorded") if round_index % 2 == 0 else ("recorded", "plain")
+            order = MODES if round_index % 2 == 0 else MODES[::-1]
             for role, model in (("reference", reference), ("candidate", candidate)):
                 for mode in order:
-                    got = timed(model, inputs, args.device, args.trials, mode == "recorded")
+                    got = timed(model, inputs, args.device, args.trials, mode)
                     modes[role][mode].append(got["median_ms"])
-                    if "records_per_call" in got:
+                    if mode == "recorded":
                         per_call[role].append(got["records_per_call"])
         medians = {role: {mode: statistics.median(v) for mode, v in m.items()} for role, m in modes.items()}
-        plain = medians["reference"]["plain"] / medians["candidate"]["plain"]
-        recorded = medians["reference"]["recorded"] / medians["candidate"]["recorded"]
+        speedup = {mode: medians["reference"][mode] / medians["candidate"][mode] for mode in MODES}
         row = {"pair": key, "problem": path.name, "candidate": kernel.name if kernel.is_file() else "reference",
                "median_ms": medians, "rounds_ms": modes,
                "recorded_over_plain": {r: m["recorded"] / m["plain"] for r, m in medians.items()},
-               "speedup": {"plain": plain, "recorded": recorded}, "distortion": recorded / plain,
+               "no_lead_over_plain": {r: m["recorded_no_lead"] / m["plain"] for r, m in medians.items()},
+               "speedup": speedup, "distortion": speedup["recorded"] / speedup["plain"],
+               "distortion_no_lead": speedup["recorded_no_lead"] / speedup["plain"],
                "records_per_call": {r: statistics.median(v) if v else None for r, v in per_call.items()}}
         rows.append(row)
-        print(json.dumps({k: row[k] for k in ("pair", "candidate", "recorded_over_plain", "speedup", "distortion",
-                                              "records_per_call")}), flush=True)
+        print(json.dumps({k: row[k] for k in ("pair", "candidate", "recorded_over_plain", "no_lead_over_plain",
+                                              "speedup", "distortion", "records_per_call")}), flush=True)
         del reference, candidate, inputs
         if args.device.startswith("cuda"):
             torch.cuda.empty_cache()
     summary = {"device": torch.cuda.get_device_name() if args.device.startswith("cuda") else "cpu",
-               "torch": torch.__version__, "rounds": args.rounds, "trials": args.trials, "pairs": len(rows),
-               "distortion_max_abs": max((abs(r["distortion"] - 1) for r in rows), default=None),
-               "recorded_over_plain_median": {role: statistics.median(r["recorded_over_plain"][role] for r in rows)
-                                              for role in ("reference", "candidate")} if rows else None,
+               "torch": torch.__version__, "baseline": args.baseline, "rounds": args.rounds, "trials": args.trials,
+               "pairs": len(rows), "distortion_max_abs": max((abs(r["distortion"] - 1) for r in rows), default=None),
+               "distortion_no_lead_max_abs": max((abs(r["distortion_no_lead"] - 1) for r in rows), default=None),
+               **{f"{ratio}_median": {role: statistics.median(r[ratio][role] for r in rows)
+                                      for role in ("reference", "candidate")} if rows else None
+                  for ratio in ("recorded_over_plain", "no_lead_over_plain")},
                "rows": rows}
     (args.out / "recording_cost.json").write_text(json.dumps(summary, indent=1))
     print(json.dumps({k: v for k, v in summary.items() if k != "rows"}, indent=1))

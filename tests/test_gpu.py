@@ -133,7 +133,9 @@ def test_a_timing_recording_holds_the_forwards_kernels_and_none_of_the_harnesss(
     assert recorded["status"] == "ok", recorded
     names = recorded["kernels"]
     assert names, recorded  # the first version's failure: nothing at all
-    assert not [n for n in names if "tanh" in n.lower() or "fill" in n.lower()], names
+    assert not [n for n in names if "tanh" in n.lower() or "fill" in n.lower() or "spin" in n.lower()], names
+    windows = 3 + 1 + len(result["times_ms"])  # one per estimate and timed call, one for the warm-up's calls
+    assert recorded["leads_left_out"] == recorded["flushes_left_out"] == windows - 1, recorded  # the warm-up's: none
     assert recorded["outside_windows"] > 0, recorded  # the flush and the draws: recorded, left out by time
     calls = 3 + result["warmup"] + len(result["times_ms"])
     assert max(c for c, _ in names.values()) >= calls, (calls, names)  # the matmul, every call's

@@ -11,7 +11,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_the_recording_cost_benchmark_times_both_modes_and_counts_the_records(tmp_path: Path) -> None:
+def test_the_recording_cost_benchmark_times_every_mode_and_counts_the_records(tmp_path: Path) -> None:
     out = tmp_path / "out"
     proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "recording_cost.py"), "--problems",
                            str(ROOT / "src" / "kbv" / "suites" / "builtin"), "--pairs", "level1/5", "--device", "cpu",
@@ -22,6 +22,8 @@ def test_the_recording_cost_benchmark_times_both_modes_and_counts_the_records(tm
     (row,) = summary["rows"]
     assert row["candidate"] == "reference"  # no custom kernel for the built-in problem: the reference against itself
     for role in ("reference", "candidate"):
-        assert len(row["rounds_ms"][role]["plain"]) == len(row["rounds_ms"][role]["recorded"]) == 2
+        assert [len(row["rounds_ms"][role][mode]) for mode in ("plain", "recorded", "recorded_no_lead")] == [2] * 3
         assert row["records_per_call"][role] >= 1  # the recording saw the call's operators
     assert row["distortion"] == row["speedup"]["recorded"] / row["speedup"]["plain"] > 0
+    assert row["distortion_no_lead"] == row["speedup"]["recorded_no_lead"] / row["speedup"]["plain"] > 0
+    assert summary["baseline"] == "verified" and set(summary["no_lead_over_plain_median"]) == {"reference", "candidate"}

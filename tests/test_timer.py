@@ -114,12 +114,14 @@ def test_a_forward_that_switches_collection_off_records_nothing() -> None:
     assert recorded["timed"]["device_us"] == 0 and recorded["timed"]["window_us"] > 0, recorded
 
 
-def test_a_gpu_trials_flush_opens_its_window_and_is_left_out_of_the_recording(monkeypatch) -> None:
-    """On a GPU a timed trial's window opens before the harness's cache flush, so the forward is launched while the
-    flush runs, as unrecorded (opened after it, on an idle GPU, the window added about 90 us a call: 0.35 ms matmuls
-    read 25 % slower, h100-2026-12-06-f). The recording then leaves out each such window's first event, the flush's
-    fill, and nothing else: a window whose first event is not a fill keeps it, and the warm-up's window (no flush)
-    keeps its fill. Events from a scripted session (no GPU here)."""
+def test_a_gpu_trials_spin_and_flush_open_its_window_and_are_left_out_of_the_recording(monkeypatch) -> None:
+    """On a GPU a recorded trial's window opens on an idle GPU with the timer's spin kernel and the harness's cache
+    flush, so the forward is launched while they run, as unrecorded, where the input draws keep the GPU busy (opened
+    after the flush, the window added about 90 us a call, h100-2026-12-06-f; with the flush alone, 50-150 us,
+    h100-2026-12-06-g). The recording then leaves out each such window's first event where it is the spin, and the
+    next where it is a fill, and nothing else: a spin or a fill later in a window is the forward's, a window whose
+    first event is neither keeps it, and the warm-up's window (no flush) keeps its fill. Events from a scripted
+    session (no GPU here)."""
     from kbv.worker import kernel_record
 
     class Event:
@@ -142,23 +144,27 @@ def test_a_gpu_trials_flush_opens_its_window_and_is_left_out_of_the_recording(mo
             return self._duration
 
     fill = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<int>, ...>"
-    events = [Event(fill, 105), Event("own_kernel", 130, 40),  # a timed trial: flush, then the forward
+    spin = "at::cuda::(anonymous namespace)::spin_kernel(long)"
+    events = [Event(spin, 101, 4), Event(fill, 105), Event("own_kernel", 130, 40),  # spin, flush, the forward
               Event("own_kernel", 210, 40), Event(fill, 260),  # a timed trial whose flush was not seen first
               Event(fill, 305), Event("own_kernel", 320),  # the warm-up (no flush): its fill is the forward's
-              Event(fill, 50)]  # a flush outside every window
-    clock = iter([100, 200, 200, 300, 300, 400])
+              Event(fill, 50),  # a flush outside every window
+              Event(fill, 405), Event("own_kernel", 420, 40), Event(spin, 470, 4)]  # no spin first: the
+    # flush is left out, the forward's own spin kept
+    clock = iter([100, 200, 200, 300, 300, 400, 400, 500])
     monkeypatch.setattr(kernel_record, "_unix_ns", lambda: next(clock))
     monkeypatch.setattr(kernel_record, "_ENTRY", {"enabled": lambda: True,
                                                   "disable": lambda: type("R", (), {"events": lambda self: events})()})
     recording = kernel_record.Recording("cuda")
     recording.running = True
-    for timed, flushed in ((True, True), (True, True), (False, False)):
+    for timed, flushed in ((True, True), (True, True), (False, False), (True, True)):
         recording.on(timed, flushed)
         recording.off()
     recorded = recording.stop()
-    assert recorded["kernels"] == {"own_kernel": [3, 0.09], fill: [2, 0.02]}, recorded
-    assert recorded["flushes_left_out"] == 1 and recorded["flushes_unseen"] == 1, recorded
-    assert recorded["outside_windows"] == 1 and recorded["timed"]["device_us"] == 0.09, recorded
+    assert recorded["kernels"] == {"own_kernel": [4, 0.13], fill: [2, 0.02], spin: [1, 0.004]}, recorded
+    assert recorded["flushes_left_out"] == 2 and recorded["flushes_unseen"] == 1, recorded
+    assert recorded["leads_left_out"] == 1, recorded
+    assert recorded["outside_windows"] == 1 and recorded["timed"]["device_us"] == 0.134, recorded
 
 
 def test_no_call_starts_while_an_earlier_calls_output_is_alive() -> None:

@@ -311,6 +311,14 @@ LEND_TIMED_DEFAULT: Final[dict[str, bool]] = {"cpu": True, "cuda": False}
 # now opens before the flush, which is left out (not yet measured on a GPU), so it stays off;
 # on the CPU the parent's samples decide rule 2, and the recording of CPU operators is a stand-in for tests.
 RECORD_TIMED_DEFAULT: Final[dict[str, bool]] = {"cpu": False, "cuda": False}
+# Where a GPU timing command records (kbv.worker.timer), each call's window opens on an idle GPU (the harness's input
+# draws finish first, so they stay out of it); unrecorded, those draws keep the GPU busy while the forward is
+# launched. Opened with the flush alone, the recorded calls of h100-2026-12-06-g still read 50-150 us slower (the
+# sub-ms matmuls up to 1.40 times) than the same machine's unrecorded ones: likely the forward's launch, timed on an
+# idle GPU. So a recorded trial's window opens with a spin kernel of this many GPU cycles (torch.cuda._sleep: about
+# 0.1 ms at the H100's and H200's 1.98 GHz) before the flush, which keeps the GPU busy while the forward is launched;
+# the recording leaves both out (kbv.worker.kernel_record.LEAD_NAMES). Not yet measured on a GPU.
+RECORD_LEAD_CYCLES: Final = 200_000
 # Where a lender lends the timed inputs, it draws the next call's inputs into its own memory right after it has put
 # this call's in the slot (the parent hands it the next seed with the fill: kbv.eval.lent_timing), so a call's
 # answer waits for the read-back and a copy, not the draw (0.25 ms of 0.62 per fill on this CPU's 5_ReLU,

@@ -38,6 +38,9 @@ _unix_ns = time.time_ns  # the profiler's events carry Unix-time nanoseconds (ki
 
 #: What the harness's cache flush (``flush.zero_()``) launches on a GPU: a fill kernel (or a set).
 FLUSH_NAMES = ("FillFunctor", "Memset")
+#: What the timer launches before it where it records (``torch.cuda._sleep``: ``RECORD_LEAD_CYCLES``), to keep the GPU
+#: busy while the forward is launched.
+LEAD_NAMES = ("spin_kernel",)
 
 #: Distinct names kept per command (by device time); the rest are counted in ``names_dropped``.
 MAX_NAMES = 200
@@ -82,7 +85,8 @@ class Recording:
 
     def on(self, timed: bool = False, flushed: bool = False) -> None:
         """A window opens, for one forward (``timed``: a timed trial's) or the warm-up's calls; ``flushed``: the
-        harness's cache flush comes first in it (a GPU trial's), and is left out."""
+        harness's cache flush comes first in it (a GPU trial's), after the timer's spin kernel where it records, and
+        both are left out (``_harness_lead``)."""
         if self.running:
             self._open = (_unix_ns(), timed, flushed)
 
@@ -120,11 +124,11 @@ class Recording:
                 outside += 1  # the harness's own work between forwards
                 continue
             inside.append((at, event.start_ns(), event))
-        flushes = _flushes(windows, inside)
+        leads, flushes = _harness_lead(windows, inside)
         totals: dict[str, list[float]] = {}
         timed_ns = 0  # device time of the events whose middle falls in a timed trial's window
         for at, _, event in inside:
-            if id(event) in flushes:
+            if id(event) in flushes or id(event) in leads:
                 continue
             entry = totals.setdefault(str(event.name())[:300], [0, 0.0])
             entry[0] += 1
@@ -140,16 +144,27 @@ class Recording:
                           "device_us": round(timed_ns / 1e3, 3)},
                 "kernels": {name: [int(calls), round(us, 3)] for name, (calls, us) in ranked[:MAX_NAMES]},
                 "names_dropped": max(0, len(ranked) - MAX_NAMES), "outside_windows": outside,
-                "flushes_left_out": len(flushes), "flushes_unseen": sum(w[3] for w in windows) - len(flushes)}
+                "flushes_left_out": len(flushes), "flushes_unseen": sum(w[3] for w in windows) - len(flushes),
+                "leads_left_out": len(leads)}
 
 
-def _flushes(windows: list[tuple[int, int, bool, bool]], inside: list[tuple[int, int, Any]]) -> set[int]:
-    """The harness's flushes among the events inside windows (their ids): in each window that opens with one
-    (``flushed``), its first event by start, where that is a fill or a set. The flush is launched first in the window, on an
-    idle GPU, before any forward code runs; a window whose first event is something else keeps it (counted as
-    ``flushes_unseen``)."""
-    first: dict[int, tuple[int, Any]] = {}
+def _harness_lead(windows: list[tuple[int, int, bool, bool]],
+                  inside: list[tuple[int, int, Any]]) -> tuple[set[int], set[int]]:
+    """The harness's own work that opens each window that starts with a flush (``flushed``), by the events' ids:
+    the timer's spin kernel (``LEAD_NAMES``) where it is the window's first event by start, then the flush: the next
+    event, where it is a fill or a set. Both are launched first in the window, on an idle GPU, before any forward code
+    runs; a window that opens otherwise keeps its events (a flush not seen so is counted as ``flushes_unseen``)."""
+    opening: dict[int, list[tuple[int, Any]]] = {}
     for at, start, event in inside:
-        if windows[at][3] and (at not in first or start < first[at][0]):
-            first[at] = (start, event)
-    return {id(event) for _, event in first.values() if any(n in str(event.name()) for n in FLUSH_NAMES)}
+        if windows[at][3]:
+            opening.setdefault(at, []).append((start, event))
+    leads: set[int] = set()
+    flushes: set[int] = set()
+    for events in opening.values():
+        first = sorted(events, key=lambda e: e[0])[:2]
+        if any(n in str(first[0][1].name()) for n in LEAD_NAMES):
+            leads.add(id(first[0][1]))
+            first = first[1:]
+        if first and any(n in str(first[0][1].name()) for n in FLUSH_NAMES):
+            flushes.add(id(first[0][1]))
+    return leads, flushes

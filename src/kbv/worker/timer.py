@@ -7,7 +7,8 @@ high-water mark over the call, less what was allocated before it) goes back too,
 memory-measured one. With a ``record`` (``kbv.worker.kernel_record``) every forward, estimate, warm-up and timed
 alike, runs in one of the recording's windows, and nothing else does: the harness's draws and copies fall
 between its windows (on CUDA they finish before a window opens), and so does the CPU's flush; on CUDA a call's
-flush opens its window and is left out by the recording, so only the forwards' work is kept.
+window opens with a spin kernel and its flush, which keep the GPU busy while the forward is launched, and the
+recording leaves both out, so only the forwards' work is kept.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from typing import Any, Callable
 
 import torch
 
-from kbv.protocol import FIRST_TIMED_CALL, TIMING_TRUNCATE_MIN_MS, TIMING_TRUNCATED_TRIALS, TimingRule
+from kbv.protocol import (FIRST_TIMED_CALL, RECORD_LEAD_CYCLES, TIMING_TRUNCATE_MIN_MS, TIMING_TRUNCATED_TRIALS,
+                          TimingRule)
 
 _perf_counter_ns = time.perf_counter_ns  # captured before any candidate import
 _Event = torch.cuda.Event  # the same
@@ -28,6 +30,7 @@ _allocated, _reset_peak, _peak = (torch.cuda.memory_allocated, torch.cuda.reset_
 _memory_stats = torch.cuda.memory_stats  # the same
 _numel, _element_size = torch.Tensor.numel, torch.Tensor.element_size
 _device_sync = getattr(torch._C, "_cuda_synchronize", None)  # the builtin itself, not the module attribute
+_spin = getattr(torch.cuda, "_sleep", None)  # a kernel that spins for so many GPU cycles: captured the same way
 
 
 def settle(device: str) -> None:
@@ -123,13 +126,16 @@ def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: floa
     if device.startswith("cuda"):
         sync = torch.cuda.synchronize
         if record is not None:  # a window holds the kernels that run in it: the harness's queued draws finish
-            # first (recording only). A trial's window opens before its flush, which the recording leaves out
-            # (``flushed``), so the forward is still launched while the flush runs, as unrecorded: opened after
-            # it, on an idle GPU, the window likely added the launches' latency to the time: about 90 us a call,
-            # 0.35 ms matmuls 25 % slower on the 80 GB H100 (h100-2026-12-06-f)
+            # first (recording only), so the GPU is idle when it opens, where unrecorded the draws keep it busy
+            # while the forward is launched. A trial's window opens with a spin kernel (``RECORD_LEAD_CYCLES``)
+            # and the flush, which the recording leaves out (``flushed``), so the forward is launched while they
+            # run, as unrecorded: opened with the flush alone, recorded calls still read 50-150 us slower on the
+            # 80 GB H100 (h100-2026-12-06-g)
             def on(timed: bool = False, flushed: bool = False) -> None:
                 sync()
                 record.on(timed, flushed)
+                if flushed and RECORD_LEAD_CYCLES and _spin is not None:
+                    _spin(RECORD_LEAD_CYCLES)
 
         def one() -> tuple[int | None, float, Any]:
             index = next_inputs()
