@@ -3363,7 +3363,10 @@ def test_a_recording_stopped_or_emptied_by_the_candidate_is_a_fallback(fake, tmp
     timed = ctx.draft.fallback["timed_calls"]
     assert timed["status"] == status, timed
     assert ("fallback" in ctx.evidence.observed) is flagged
-    assert timed["window_ms"] == {"reference": TIMING_ROUNDS * 24 * 0.06, "candidate": TIMING_ROUNDS * 24 * 0.06}
+    cleaned = len((ctx.draft.timing_ms.get("reference_clean") or {}).get("pairs") or [])
+    assert cleaned == (device == "cuda")  # the reference's clean command (a GPU's default), recorded as its others
+    assert timed["window_ms"] == pytest.approx({"reference": (TIMING_ROUNDS + cleaned) * 24 * 0.06,
+                                                "candidate": TIMING_ROUNDS * 24 * 0.06})
     if reference:  # recorded device time over the wall time with collection on (recorded, decides nothing)
         assert timed["coverage"] == {"reference": round(48.0 / (24 * 60.0), 4), "candidate": 0.0}, timed
         assert timed["timed_coverage"] == {"reference": round(0.8 * 48.0 / (20 * 50.0), 4), "candidate": 0.0}, timed
