@@ -117,7 +117,7 @@ def test_a_forward_that_switches_collection_off_records_nothing() -> None:
 def test_a_gpu_trials_spin_and_flush_open_its_window_and_are_left_out_of_the_recording(monkeypatch) -> None:
     """On a GPU a recorded trial's window opens on an idle GPU with the timer's spin kernel and the harness's cache
     flush, so the forward is launched while they run, as unrecorded, where the input draws keep the GPU busy (opened
-    after the flush, the window added about 90 us a call, h100-2026-12-06-f; with the flush alone, 50-150 us,
+    after the flush, the window added about 90 us a call, h100-2026-12-06-f; with the flush alone, 8-240 us,
     h100-2026-12-06-g). The recording then leaves out each such window's first event where it is the spin, and the
     next where it is a fill, and nothing else: a spin or a fill later in a window is the forward's, a window whose
     first event is neither keeps it, and the warm-up's window (no flush) keeps its fill. Events from a scripted

@@ -315,7 +315,7 @@ LEND_TIMED_DEFAULT: Final[dict[str, bool]] = {"cpu": True, "cuda": False}
 RECORD_TIMED_DEFAULT: Final[dict[str, bool]] = {"cpu": False, "cuda": False}
 # Where a GPU timing command records (kbv.worker.timer), each call's window opens on an idle GPU (the harness's input
 # draws finish first, so they stay out of it); unrecorded, those draws keep the GPU busy while the forward is
-# launched. Opened with the flush alone, the recorded calls of h100-2026-12-06-g still read 50-150 us slower (the
+# launched. Opened with the flush alone, the recorded calls of h100-2026-12-06-g still read 8-240 us slower (the
 # sub-ms matmuls up to 1.40 times) than the same machine's unrecorded ones: likely the forward's launch, timed on an
 # idle GPU. So a recorded trial's window opens with a spin kernel of this many GPU cycles (torch.cuda._sleep: about
 # 0.1 ms at the H100's and H200's 1.98 GHz) before the flush, which keeps the GPU busy while the forward is launched;

@@ -637,7 +637,8 @@ class PerformanceStage:
                 self._burst_check(reference, candidate, samples, deadline, pair_index)
             if self.recorded is not None:  # each worker's one session, stopped after every command of the pair: the
                 # reference's after its clean commands where they follow (``_clean_reference``), recorded as its others
-                for role in roles if not (self.clean and not cached) else ("candidate",):
+                clean_follows = self.clean and not cached
+                for role in ("candidate",) if clean_follows else roles:
                     self._collect_recorded(workers[role], role, deadline)
         finally:
             self.ctx.collect(reference)

@@ -129,7 +129,7 @@ def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: floa
             # first (recording only), so the GPU is idle when it opens, where unrecorded the draws keep it busy
             # while the forward is launched. A trial's window opens with a spin kernel (``RECORD_LEAD_CYCLES``)
             # and the flush, which the recording leaves out (``flushed``), so the forward is launched while they
-            # run, as unrecorded: opened with the flush alone, recorded calls still read 50-150 us slower on the
+            # run, as unrecorded: opened with the flush alone, recorded calls still read 8-240 us slower on the
             # 80 GB H100 (h100-2026-12-06-g)
             def on(timed: bool = False, flushed: bool = False) -> None:
                 sync()
