@@ -2,9 +2,8 @@
 each role's timing commands launched summed over the stage, and what that adds to the fallback verdict.
 
 The profiled call of the correctness stage is one call a candidate can tell apart (on a GPU it runs under a full
-profiler and a dispatch mode). Where recording is on (``RECORD_TIMED_DEFAULT``: off on both devices: over a reward batch on
-an H100 it slowed timed calls by about 90 us and 4 of 50 honest pairs were rejected, h100-2026-12-06-f;
-``KBV_RECORD_TIMED=1``), every forward of every timing command is
+profiler and a dispatch mode). Where recording is on (``RECORD_TIMED_DEFAULT``: off on both devices: on an H100 a recorded call read
+1.115 times an unrecorded one's time over 20 level-1 pairs, h100-2026-12-06-g; ``KBV_RECORD_TIMED=1``), every forward of every timing command is
 recorded too, in both roles alike, so a kernel that runs its own code when profiled and a library's when timed is seen where it is timed: the candidate's
 recorded kernels are classified as the profiled call's are (``kbv.fallback.classify_gpu``, by name, with no
 launcher: the recording has no CPU-side events) and a flag worse than the profiled call's is added. The figures come

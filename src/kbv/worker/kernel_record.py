@@ -27,6 +27,7 @@ device time (``coverage``, ``timed_coverage``).
 from __future__ import annotations
 
 import bisect
+import heapq
 import time
 from typing import Any
 
@@ -161,7 +162,7 @@ def _harness_lead(windows: list[tuple[int, int, bool, bool]],
     leads: set[int] = set()
     flushes: set[int] = set()
     for events in opening.values():
-        first = sorted(events, key=lambda e: e[0])[:2]
+        first = heapq.nsmallest(2, events, key=lambda e: e[0])
         if any(n in str(first[0][1].name()) for n in LEAD_NAMES):
             leads.add(id(first[0][1]))
             first = first[1:]
