@@ -402,8 +402,9 @@ def test_a_correctness_run_that_nearly_fills_the_gpu_first_makes_the_room_a_run_
     """On the 80 GB H100 (h100-2026-12-06-f) level1/30, expected at 0.86 of the gate's capacity, ran alone and still
     ran out of memory beside idle workers started ahead for other pairs (8 when it ran again) and timing workers
     still exiting; run again without them it passed, 40 s later. Such a run now closes the others' idle workers
-    (not its own, which it takes), waits for the exiting ones, and starts none for the next pairs; a run that does
-    not nearly fill (50) does none of this."""
+    (not its own, which it takes), waits for the exiting ones first, and starts none for the next pairs; a run that
+    does not nearly fill (50) does none of this. Here (the CPU) no device says what is free, so every idle worker
+    of another pair is closed."""
     from kbv.eval import pair as pair_mod
     from kbv.eval.context import PairContext
     from kbv.sandbox import launch
@@ -417,7 +418,7 @@ def test_a_correctness_run_that_nearly_fills_the_gpu_first_makes_the_room_a_run_
     class Exiting:
         def close(self, wait: bool = True) -> None:
             if wait:
-                waited.append((gate._readers, list(calls)))  # once the run holds its place, the others' closed
+                waited.append((gate._readers, list(calls)))  # once the run holds its place, before any is closed
 
     monkeypatch.setattr(pair_mod, "correctness_memory", lambda ctx: need)
     launch.retire([Exiting(), Exiting()])
@@ -427,8 +428,9 @@ def test_a_correctness_run_that_nearly_fills_the_gpu_first_makes_the_room_a_run_
         launch.wait_retired()
     assert modes == ["shared"] and record.verdict == "correct", record.error
     if need == 90:
-        assert waited == [(1, ["next pairs"])] * 2 and calls.count("next pairs") == 1
-        assert record.env["correctness_alone_room"] == {"idle_workers_closed": 8, "retired_workers_waited": 2}
+        assert waited == [(1, [])] * 2 and calls.count("next pairs") == 1
+        assert record.env["correctness_alone_room"] == {"idle_workers_closed": 8, "retired_workers_waited": 2,
+                                                        "free_bytes": None}
     else:
         assert "next pairs" not in calls and "correctness_alone_room" not in record.env
 
@@ -448,6 +450,42 @@ def test_a_correctness_run_that_nearly_fills_the_gpu_first_makes_the_room_a_run_
     evaluation.ctx.draft.env.update(record.env)
     evaluation._started(evaluation.ctx)
     assert started == (["own timing"] if need == 90 else ["own timing", "next pairs"])
+
+
+def test_a_correctness_run_that_nearly_fills_the_gpu_closes_idle_workers_only_until_it_has_room(monkeypatch):
+    """With every other pair's idle worker closed, the next timing stages start theirs again on the batch's path
+    (h100-2026-12-06-g). The room made is now read from the driver: the latest registered pair's workers are closed
+    first, and closing stops once the device has what the stage expects to need; with no reading, all are closed."""
+    from kbv.eval import pair as pair_mod
+    from kbv.eval.context import PairContext
+    from kbv.sandbox import devmem
+
+    gate = DeviceGate(capacity=100, alone_above=0.8)
+    closed: list[str] = []
+    free = {"bytes": 40}
+
+    def idle(name: str, frees: int) -> None:
+        def release() -> int:
+            closed.append(name)
+            free["bytes"] += frees
+            return 2
+        gate.hold_idle(release)
+
+    idle("first", 30)
+    idle("second", 30)
+    idle("third", 30)
+    monkeypatch.setattr(PairContext, "release_idle", lambda self: closed.append("own") or 2)
+    monkeypatch.setattr(devmem, "free_bytes", lambda gpu: free["bytes"])
+    monkeypatch.setattr(pair_mod, "correctness_memory", lambda ctx: 90)
+    evaluation = pair_mod.PairEvaluation(load_problem(problem_path("level1/5_ReLU")), Candidate.from_path(CANDIDATE),
+                                         EvalOptions(device="cpu", sandbox="off"), "cuda", gate=gate)
+    room = evaluation._make_room(gate, 90)
+    assert closed == ["third", "second"], closed  # 40 free, 70 after one, 100 after two: enough
+    assert room == {"idle_workers_closed": 4, "retired_workers_waited": 0, "free_bytes": 40}
+    free["bytes"], closed[:] = 95, []
+    assert evaluation._make_room(gate, 90)["idle_workers_closed"] == 0 and closed == []
+    monkeypatch.setattr(devmem, "free_bytes", lambda gpu: None)  # the driver cannot say: every other one closed
+    assert evaluation._make_room(gate, 90)["idle_workers_closed"] == 6 and closed == ["third", "second", "first"]
 
 
 def test_a_correctness_runs_expected_memory_comes_from_the_problems_cached_counts(tmp_path):

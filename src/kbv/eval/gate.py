@@ -13,9 +13,9 @@ out of memory beside each other and run their correctness again; one expected to
 a CUDA context each (about 0.5-0.6 GiB on the H100): they say how to close them (``hold_idle``), and ``exclusive``
 closes them all, so a pair run again alone has the memory too (on an 80 GB H100, fourteen such contexts left a
 6 GiB problem's run again out of memory: h100-2026-12-06-c); a stage that runs alone because it nearly fills the GPU
-closes all but its own (``close_idle_but``). Processes started outside any stage (``starting``) are up before the
-next timing has the device alone. With ``EvalOptions.gpu_share`` at 1 (the default) a
-GPU runs one pair at a time and the gate never waits.
+closes others, not its own, until the device has the room it expects to need (``close_idle_but``). Processes
+started outside any stage (``starting``) are up before the next timing has the device alone. With
+``EvalOptions.gpu_share`` at 1 (the default) a GPU runs one pair at a time and the gate never waits.
 """
 
 from __future__ import annotations
@@ -57,16 +57,23 @@ class DeviceGate:
         with self._enter_shared(need, timing=False):
             yield
 
-    def close_idle_but(self, own: Callable[[], int] | None = None) -> int:
-        """From a correctness stage that entered alone because it nearly fills the GPU (``shared``): close every
-        process started ahead and still idle but the stage's own (``own``, as given to ``hold_idle``), as
-        ``exclusive`` does; how many. No other stage is inside to take them, and one that takes its own later starts
-        its own (on the 80 GB H100 level1/30, at 0.86 of the capacity, ran out of memory beside idle workers and
-        other pairs' timing workers still exiting, 8 and 2 when it ran again, and passed alone without them:
-        h100-2026-12-06-f)."""
+    def close_idle_but(self, own: Callable[[], int] | None = None, room: Callable[[], bool] | None = None) -> int:
+        """From a correctness stage that entered alone because it nearly fills the GPU (``shared``): close the
+        processes started ahead and still idle but the stage's own (``own``, as given to ``hold_idle``), the latest
+        registered first, until ``room()`` says the stage fits (all of them where ``room`` is None); how many. No
+        other stage is inside to take them, and one that takes its own later starts its own, a CUDA start on the
+        batch's path: with every one closed, 21 pairs' timing stages waited 16.0 s in all for their workers, against
+        4.5 s before (h100-2026-12-06-g against -f, two H100 machines), where a context is about 0.5 GiB and what
+        level1/30 had lacked (h100-2026-12-06-e and -f) was likely more the other pairs' timing workers still
+        exiting (waited for before this)."""
         with self._cond:
             releases = [release for release in self._idle.values() if release is not own]
-        return sum(release() for release in releases)
+        closed = 0
+        for release in reversed(releases):
+            if room is not None and room():
+                break
+            closed += release()
+        return closed
 
     def nearly_fills(self, need: int) -> bool:
         """A correctness stage expected to need more than ``alone_above`` of ``capacity``: what it leaves beside it

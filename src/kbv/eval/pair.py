@@ -39,7 +39,7 @@ from kbv.problems import Problem
 from kbv.problems.candidates import Candidate, Pair
 from kbv.protocol import BASELINES, SHARED_CORRECTNESS_BASE_BYTES, SHARED_CORRECTNESS_MEMORY_FACTOR
 from kbv.records import Record
-from kbv.sandbox import launch
+from kbv.sandbox import devmem, launch
 from kbv.sandbox import plan as sandbox_plan
 from kbv.sandbox.launch import Worker, WorkerFailure
 
@@ -205,6 +205,18 @@ class PairEvaluation:
             with ctx.clock("correctness", "start_ahead"):
                 futures.wait(started)
 
+    def _make_room(self, gate: DeviceGate, need: int) -> dict[str, Any]:
+        """For a correctness stage that nearly fills the GPU, holding its place alone: other pairs' timing workers
+        still exiting waited for, then other pairs' idle workers closed, the latest first, until the driver says the
+        device has ``need`` free (``kbv.sandbox.devmem``; every one where it cannot say). What it did."""
+        waited = launch.wait_retired()
+
+        def free() -> int | None:
+            return devmem.free_bytes(self.ctx.gpu) if self.ctx.device == "cuda" else None
+        before = free()
+        closed = gate.close_idle_but(self._own_idle, lambda: (now := free()) is not None and now >= need)
+        return {"idle_workers_closed": closed, "retired_workers_waited": waited, "free_bytes": before}
+
     def _correctness(self) -> None:
         """The correctness stage; beside other pairs' (``--gpu-share``) it shares the GPU, and there an out-of-memory
         error may be their doing, not this pair's: the stage then runs again, once, in a fresh context (new seeds)
@@ -226,10 +238,8 @@ class PairEvaluation:
 
         def first_run() -> Failure | None:
             with gate.shared(need):  # how long it waited for another pair's timing (or memory) to leave the GPU
-                if self.ctx.draft.env.get("correctness_alone"):  # what a run again alone has (``_alone_again``)
-                    self.ctx.draft.env["correctness_alone_room"] = {
-                        "idle_workers_closed": gate.close_idle_but(self._own_idle),
-                        "retired_workers_waited": launch.wait_retired()}
+                if self.ctx.draft.env.get("correctness_alone"):  # the room a run again alone has (``_alone_again``)
+                    self.ctx.draft.env["correctness_alone_room"] = self._make_room(gate, need)
                 self.ctx.charge("correctness", "waiting_for_gpu", time.monotonic() - t0)
                 try:
                     CorrectnessStage(self.ctx).run()

@@ -97,6 +97,29 @@ def entries(pids: Iterable[int]) -> list[tuple[int, int]] | None:
     return found
 
 
+class _Memory(ctypes.Structure):
+    """``nvmlMemory_t``: the device's total, free and used bytes."""
+
+    _fields_ = [("total", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong), ("used", ctypes.c_ulonglong)]
+
+
+def free_bytes(gpu: int | None) -> int | None:
+    """The device memory free on GPU ``gpu`` (NVML's index, as ``nvidia-smi -i``; the first where None), every
+    process's holdings left out; None where NVML cannot be asked."""
+    loaded = _library()
+    if loaded is None:
+        return None
+    lib = loaded[0]
+    memory = _Memory()
+    with _LOCK:
+        handles = device_handles(lib)
+        index = gpu or 0
+        if handles is None or index >= len(handles) or lib.nvmlDeviceGetMemoryInfo(
+                handles[index], ctypes.byref(memory)) != _NVML_SUCCESS:
+            return None
+    return int(memory.free)
+
+
 def used_by(pids: Iterable[int]) -> dict[int, int] | None:
     """Bytes of device memory each of ``pids`` holds, summed over NVML's entries on every GPU (0 for a pid NVML
     does not list); None where NVML cannot be asked or reports no memory figure."""
