@@ -309,9 +309,11 @@ LEND_TIMED_DEFAULT: Final[dict[str, bool]] = {"cpu": True, "cuda": False}
 # 1.22-1.26 for the 0.35-0.40 ms matmuls) and the reference's clean command, not recorded, then flagged 4 of 50
 # honest pairs (`reference_slowed`). The clean command is recorded too since: 20 of 20 level-1 pairs correct, those
 # four among them (h100-2026-12-06-g). But a recorded call still read 1.115 times an unrecorded one's time (geometric
-# mean over those 20 pairs, up to 1.40 for the sub-ms matmuls), which pushes a fast kernel's speedup toward 1: the
-# window opens on an idle GPU (RECORD_LEAD_CYCLES, below, is the change since, not yet measured), so it stays off;
-# on the CPU the parent's samples decide rule 2, and the recording of CPU operators is a stand-in for tests.
+# mean over those 20 pairs, up to 1.40 for the sub-ms matmuls), which pushes a fast kernel's speedup toward 1; with
+# the window opened by a spin kernel (RECORD_LEAD_CYCLES, below) still 1.078 for the candidate and 1.111 for the
+# reference over the same 20 pairs, against the same machine's unrecorded batch just before, up to 1.41
+# (h100-2026-12-06-h), so it stays off; on the CPU the parent's samples decide rule 2, and the recording of CPU
+# operators is a stand-in for tests.
 RECORD_TIMED_DEFAULT: Final[dict[str, bool]] = {"cpu": False, "cuda": False}
 # Where a GPU timing command records (kbv.worker.timer), each call's window opens on an idle GPU (the harness's input
 # draws finish first, so they stay out of it); unrecorded, those draws keep the GPU busy while the forward is
@@ -319,7 +321,10 @@ RECORD_TIMED_DEFAULT: Final[dict[str, bool]] = {"cpu": False, "cuda": False}
 # sub-ms matmuls up to 1.40 times) than the same machine's unrecorded ones: likely the forward's launch, timed on an
 # idle GPU. So a recorded trial's window opens with a spin kernel of this many GPU cycles (torch.cuda._sleep: about
 # 0.1 ms at the H100's and H200's 1.98 GHz) before the flush, which keeps the GPU busy while the forward is launched;
-# the recording leaves both out (kbv.worker.kernel_record.LEAD_NAMES). Not yet measured on a GPU.
+# the recording leaves both out (kbv.worker.kernel_record.LEAD_NAMES). Measured on an H100 (h100-2026-12-06-h), it
+# did not remove the cost: benchmarks/recording_cost.py read recorded over plain at a median 1.027 (reference) and
+# 1.031 (candidate) with it, 1.027 and 1.039 without, and the 20 level-1 pairs above 1.078 and 1.111. The cause is
+# not found.
 RECORD_LEAD_CYCLES: Final = 200_000
 # Where a lender lends the timed inputs, it draws the next call's inputs into its own memory right after it has put
 # this call's in the slot (the parent hands it the next seed with the fill: kbv.eval.lent_timing), so a call's

@@ -130,7 +130,7 @@ def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: floa
             # while the forward is launched. A trial's window opens with a spin kernel (``RECORD_LEAD_CYCLES``)
             # and the flush, which the recording leaves out (``flushed``), so the forward is launched while they
             # run, as unrecorded: opened with the flush alone, recorded calls still read 8-240 us slower on the
-            # 80 GB H100 (h100-2026-12-06-g)
+            # 80 GB H100 (h100-2026-12-06-g); with the spin, still 1.078 times slower (h100-2026-12-06-h)
             def on(timed: bool = False, flushed: bool = False) -> None:
                 sync()
                 record.on(timed, flushed)

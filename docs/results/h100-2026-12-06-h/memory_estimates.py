@@ -1,0 +1,104 @@
+"""How well the gate's first estimate of a correctness stage's device memory (before any run of the problem taught
+it: SHARED_CORRECTNESS_MEMORY_FACTOR times one forward's inputs and outputs, the state twice, the base) covers what
+both processes were then seen to hold (`memory_bytes.correctness_stage.together_max`, NVML sampled every 50 ms), over
+the H100 reward batches of h100-2026-12-06-f, -g and -h (runs again left out); and the same for an estimate that also
+counts the forward's intermediate tensors (peak live bytes of its ops' outputs on the meta device, less the output).
+Run from the repository root with KernelBench in .kb/kernelbench:
+    PYTHONPATH=src python docs/results/h100-2026-12-06-h/memory_estimates.py > docs/results/h100-2026-12-06-h/memory_estimates.txt
+"""
+from __future__ import annotations
+
+import glob
+import importlib.util
+import json
+import weakref
+from collections import defaultdict
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+from kbv.protocol import SHARED_CORRECTNESS_BASE_BYTES, SHARED_CORRECTNESS_MEMORY_FACTOR
+
+GIB = 2**30
+
+
+class PeakLive(TorchDispatchMode):
+    """The most bytes the ops' outputs held at once (each storage counted once, freed when its last tensor dies)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.live: dict[int, list[int]] = {}
+        self.now = self.peak = 0
+
+    def _drop(self, key: int) -> None:
+        entry = self.live.get(key)
+        if entry is not None:
+            entry[1] -= 1
+            if entry[1] == 0:
+                self.now -= entry[0]
+                del self.live[key]
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in tree_flatten(out)[0]:
+            if isinstance(t, torch.Tensor):
+                storage = t.untyped_storage()
+                key = storage._cdata
+                if key not in self.live:
+                    self.live[key] = [storage.nbytes(), 0]
+                    self.now += storage.nbytes()
+                    self.peak = max(self.peak, self.now)
+                self.live[key][1] += 1
+                weakref.finalize(t, self._drop, key)
+        return out
+
+
+def parts(path: str) -> dict[str, float]:
+    spec = importlib.util.spec_from_file_location("problem", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with torch.device("meta"):
+        model = module.Model(*module.get_init_inputs())
+        inputs = module.get_inputs()
+    mode = PeakLive()
+    with torch.no_grad(), mode:
+        out = model(*inputs)
+    size = lambda ts: sum(t.numel() * t.element_size() for t in tree_flatten(ts)[0] if isinstance(t, torch.Tensor))
+    return {"in": size(inputs) / GIB, "out": size(out) / GIB, "state": size(list(model.parameters())) / GIB,
+            "intermediate": max(0, mode.peak - size(out)) / GIB}
+
+
+def held() -> dict[str, float]:
+    seen: dict[str, float] = defaultdict(float)
+    for path in glob.glob("docs/results/h100-2026-12-06-[fgh]/*.jsonl"):
+        for line in open(path):
+            r = json.loads(line)
+            if (r.get("env") or {}).get("correctness_rerun"):
+                continue
+            together = (((r.get("memory_bytes") or {}).get("correctness_stage")) or {}).get("together_max")
+            if together:
+                seen[r["problem"]] = max(seen[r["problem"]], together / GIB)
+    return seen
+
+
+def main() -> None:
+    base = SHARED_CORRECTNESS_BASE_BYTES / GIB
+    rows = []
+    for problem, h in sorted(held().items()):
+        level, name = problem.split("/")
+        p = parts(f".kb/kernelbench/{level}/{name}.py")
+        now = SHARED_CORRECTNESS_MEMORY_FACTOR * (p["in"] + p["out"]) + 2 * p["state"] + base
+        alt = 5 * p["in"] + 9 * p["out"] + 4 * p["intermediate"] + 2 * p["state"] + base
+        rows.append((problem, p, h, now, alt))
+    print(f"{'problem':44s} {'in':>6s} {'out':>6s} {'interm':>6s} {'held':>6s} {'now':>6s} {'alt':>6s}  (GiB)")
+    for problem, p, h, now, alt in sorted(rows, key=lambda r: -r[2] / r[3]):
+        print(f"{problem[:44]:44s} {p['in']:6.2f} {p['out']:6.2f} {p['intermediate']:6.2f} {h:6.1f} {now:6.1f} {alt:6.1f}")
+    for label, index in (("now", 3), ("alt: 5 in + 9 out + 4 intermediate", 4)):
+        ratios = [r[index] / r[2] for r in rows]
+        print(f"{label}: {sum(x >= 1 for x in ratios)} of {len(rows)} problems held no more than expected; "
+              f"expected over held: mean {sum(ratios) / len(ratios):.2f}, least {min(ratios):.2f}, most {max(ratios):.2f}")
+
+
+if __name__ == "__main__":
+    main()
