@@ -455,7 +455,8 @@ def test_a_correctness_run_that_nearly_fills_the_gpu_first_makes_the_room_a_run_
 def test_a_correctness_run_that_nearly_fills_the_gpu_closes_idle_workers_only_until_it_has_room(monkeypatch):
     """With every other pair's idle worker closed, the next timing stages start theirs again on the batch's path
     (h100-2026-12-06-g). The room made is now read from the driver: the latest registered pair's workers are closed
-    first, and closing stops once the device has what the stage expects to need; with no reading, all are closed."""
+    first, and closing stops once the device has what the stage expects to need (at most the gate's capacity);
+    with no reading, all are closed."""
     from kbv.eval import pair as pair_mod
     from kbv.eval.context import PairContext
     from kbv.sandbox import devmem
@@ -484,19 +485,23 @@ def test_a_correctness_run_that_nearly_fills_the_gpu_closes_idle_workers_only_un
     assert room == {"idle_workers_closed": 4, "retired_workers_waited": 0, "free_bytes": 40}
     free["bytes"], closed[:] = 95, []
     assert evaluation._make_room(gate, 90)["idle_workers_closed"] == 0 and closed == []
+    free["bytes"] = 40  # more expected than the gate's capacity (100): closed until that much is free
+    assert evaluation._make_room(gate, 150)["idle_workers_closed"] == 4 and closed == ["third", "second"]
+    free["bytes"], closed[:] = 40, []
     monkeypatch.setattr(devmem, "free_bytes", lambda gpu: None)  # the driver cannot say: every other one closed
     assert evaluation._make_room(gate, 90)["idle_workers_closed"] == 6 and closed == ["third", "second", "first"]
 
 
 def test_a_correctness_runs_expected_memory_comes_from_the_problems_cached_counts(tmp_path):
-    """``correctness_memory``: the factor times one forward's inputs and outputs plus the state twice plus the two
-    processes' base, from counts already cached (none counted here: 0 where there are none)."""
+    """``correctness_memory``: the factors times one forward's inputs, outputs and intermediate tensors plus the
+    state twice plus the two processes' base, from counts already cached (none counted here: 0 where there are
+    none); counts cached before intermediates were counted read them as none."""
     import json
 
     from kbv import roofline
     from kbv.eval.context import PairContext
     from kbv.eval.pair import correctness_memory
-    from kbv.protocol import SHARED_CORRECTNESS_BASE_BYTES, SHARED_CORRECTNESS_MEMORY_FACTOR
+    from kbv.protocol import SHARED_CORRECTNESS_BASE_BYTES, SHARED_CORRECTNESS_MEMORY_FACTORS as F
 
     problem = load_problem(problem_path("level1/5_ReLU"))
     options = EvalOptions(device="cpu", sandbox="off", cache_dir=tmp_path)
@@ -505,10 +510,13 @@ def test_a_correctness_runs_expected_memory_comes_from_the_problems_cached_count
     key = roofline.counts_key(problem.path, None if ctx.profile in (None, "default") else ctx.profile,
                               options.precision, "tf32", None)
     (tmp_path / "roofline").mkdir()
-    (tmp_path / "roofline" / f"{key}.json").write_text(json.dumps({
-        "problem": "p", "precision": "fp32", "profile": ctx.profile, "device": "meta", "flops": {}, "bytes": 0,
-        "bytes_breakdown": {"inputs": 1000, "outputs": 500, "state": 64}}))
-    assert correctness_memory(ctx) == SHARED_CORRECTNESS_MEMORY_FACTOR * 1500 + 128 + SHARED_CORRECTNESS_BASE_BYTES
+    counts = {"problem": "p", "precision": "fp32", "profile": ctx.profile, "device": "meta", "flops": {}, "bytes": 0,
+              "bytes_breakdown": {"inputs": 1000, "outputs": 500, "state": 64}}
+    (tmp_path / "roofline" / f"{key}.json").write_text(json.dumps({**counts, "intermediate_bytes": 3000}))
+    assert correctness_memory(ctx) == (F["inputs"] * 1000 + F["outputs"] * 500 + F["intermediates"] * 3000 + 128
+                                       + SHARED_CORRECTNESS_BASE_BYTES)
+    (tmp_path / "roofline" / f"{key}.json").write_text(json.dumps(counts))
+    assert correctness_memory(ctx) == F["inputs"] * 1000 + F["outputs"] * 500 + 128 + SHARED_CORRECTNESS_BASE_BYTES
 
 
 @pytest.mark.parametrize("share", [1, 2])

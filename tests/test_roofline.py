@@ -65,6 +65,34 @@ def test_matmul_flops_and_bytes(tmp_path: Path) -> None:
     assert bf16.bytes == 2 * (m * k + k * n + m * n)
 
 
+INTERMEDIATES = """
+class Model(nn.Module):
+    def forward(self, x):
+        y = x * 2          # held to the end by its name
+        z = (y + 1) * 3    # y + 1 freed once multiplied
+        return z.sum(dim=1)
+
+N, D = 64, 32
+
+def get_inputs():
+    return [torch.rand(N, D)]
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_the_intermediate_tensors_peak_is_counted_beside_the_minimum_bytes(tmp_path: Path) -> None:
+    """``intermediate_bytes``: the most the ops' outputs held at once, less the outputs (the gate's first memory
+    estimate, ``kbv.eval.pair.correctness_memory``); the roofline's minimum bytes stay inputs, state and outputs.
+    Here y, y + 1 and their product are alive together (3 N D floats), then y and the product beside the output."""
+    n, d = 64, 32
+    c = count(write_problem(tmp_path, "1_Chain.py", INTERMEDIATES))
+    assert c.bytes_breakdown == {"inputs": 4 * n * d, "state": 0, "outputs": 4 * n}
+    assert c.intermediate_bytes == 4 * 3 * n * d - 4 * n
+    assert count(write_problem(tmp_path, "2_Matmul.py", MATMUL)).intermediate_bytes == 0  # one op: its output
+
+
 CONV = """
 class Model(nn.Module):
     def __init__(self, cin, cout, k, bias):

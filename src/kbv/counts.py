@@ -26,6 +26,9 @@ class Counts:
     fallback: str | None = None  # why the count did not run on meta at the requested size, when it did not
     notes: list[str] = field(default_factory=list)
     shapes: dict[str, Any] = field(default_factory=dict)
+    # the most the forward's ops' outputs held at once beyond its outputs (its intermediate tensors, each storage
+    # once, freed with its last tensor): for the gate's first memory estimate (kbv.eval.pair.correctness_memory)
+    intermediate_bytes: int = 0
     rules_version: int = COUNT_RULES_VERSION
 
     @property

@@ -565,8 +565,9 @@ WORKER_EXIT_WAIT_S: Final = 10.0
 WORKER_FILE_BYTES_MAX: Final = 2 * 2**30
 LOG_TAIL_BYTES: Final = 4000
 
-# Roofline counting rules (kbv.worker.flops): bump when a rule changes; part of the counts cache key.
-COUNT_RULES_VERSION: Final = 1
+# Roofline counting rules (kbv.worker.flops): bump when a rule changes; part of the counts cache key (2: the
+# intermediate tensors' peak bytes counted too).
+COUNT_RULES_VERSION: Final = 2
 
 # Named rule sets (--preset). "reward" is for scoring samples in a training loop: the verified baseline only, cached
 # reference timings with the short re-measure, one timing pair; every correctness check as always.
@@ -588,13 +589,17 @@ HANDOFF_MIN_BYTES: Final = 1 * 2**20
 # under --gpu-share 2, 11 of 50 reward pairs with 6 GiB outputs ran out of device memory and ran their correctness
 # again alone, against 4 one trial at a time: docs/results/h200-2026-12-03).
 PIPELINE_MAX_BYTES: Final = 1 * 2**30
-# --gpu-share: a correctness stage is expected to hold this many times one forward's inputs and outputs (the
-# problem's roofline counts) plus its parameters and buffers twice on the device (both workers: the trial's tensors,
-# the copies the judge lends, the candidate's outputs handed over and imported, blocks freed to be poisoned), and
-# joins other pairs' only while their expected needs fit GATE_MEMORY_FRACTION of the GPU's memory (kbv.eval.gate).
-# On the H200 two pairs of 6 GiB inputs and 6 GiB outputs each ran out of its 140 GiB beside each other
-# (h200-2026-12-02-f and h200-2026-12-03): each needed about six times its 12 GiB.
-SHARED_CORRECTNESS_MEMORY_FACTOR: Final = 6
+# --gpu-share: before any run of its problem taught the gate (kbv.eval.memory_needs), a correctness stage is expected
+# to hold these many times one forward's inputs, outputs and intermediate tensors (the problem's roofline counts:
+# the most its ops' outputs held at once beyond the outputs, on the meta device) plus its parameters and buffers
+# twice on the device (both workers: the trial's tensors, the copies the judge lends, the candidate's outputs handed
+# over and imported, blocks freed to be poisoned, the libraries' workspaces), and joins other pairs' only while their
+# expected needs fit GATE_MEMORY_FRACTION of the GPU's memory (kbv.eval.gate). Six times the inputs and outputs
+# alone (until h100-2026-12-06-h) covered what both processes held for 24 of the 55 problems of the H100's reward
+# batches (convolutions with large intermediates up to 3.4 times over it, matmuls with a 4 GiB output 1.35 times),
+# and those stages ran out of memory beside other pairs and ran again alone; these factors, fitted to the same 55,
+# cover 53, expecting 1.27 times what was held on average (docs/results/h100-2026-12-06-h/memory_estimates.py).
+SHARED_CORRECTNESS_MEMORY_FACTORS: Final = {"inputs": 5, "outputs": 9, "intermediates": 4}
 # ... plus this much for the two processes themselves (CUDA contexts, the allocators' first blocks): the least any of
 # 50 reward pairs' correctness stages held on the H200 was 2.2 GiB, for 0.15 GiB expected (h200-2026-12-04).
 SHARED_CORRECTNESS_BASE_BYTES: Final = 2 * 2**30

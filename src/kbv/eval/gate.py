@@ -13,7 +13,7 @@ out of memory beside each other and run their correctness again; one expected to
 a CUDA context each (about 0.5-0.6 GiB on the H100): they say how to close them (``hold_idle``), and ``exclusive``
 closes them all, so a pair run again alone has the memory too (on an 80 GB H100, fourteen such contexts left a
 6 GiB problem's run again out of memory: h100-2026-12-06-c); a stage that runs alone because it nearly fills the GPU
-closes others, not its own, until the device has the room it expects to need (``close_idle_but``). Processes
+closes others, not its own, until the device has the room it expects (``close_idle_but``). Processes
 started outside any stage (``starting``) are up before the next timing has the device alone. With
 ``EvalOptions.gpu_share`` at 1 (the default) a GPU runs one pair at a time and the gate never waits.
 """

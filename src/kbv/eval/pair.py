@@ -37,7 +37,7 @@ from kbv.eval.workspace import (build_guard, built_already, candidate_spec, clea
 from kbv.files import cache_dir as default_cache_dir
 from kbv.problems import Problem
 from kbv.problems.candidates import Candidate, Pair
-from kbv.protocol import BASELINES, SHARED_CORRECTNESS_BASE_BYTES, SHARED_CORRECTNESS_MEMORY_FACTOR
+from kbv.protocol import BASELINES, SHARED_CORRECTNESS_BASE_BYTES, SHARED_CORRECTNESS_MEMORY_FACTORS
 from kbv.records import Record
 from kbv.sandbox import devmem, launch
 from kbv.sandbox import plan as sandbox_plan
@@ -114,17 +114,17 @@ def rules_of(options: EvalOptions) -> rules_.Rules:
 def correctness_memory(ctx: PairContext) -> int:
     """The device memory a pair's correctness stage is expected to need beside other pairs' (``--gpu-share``): what
     earlier stages of its problem were seen to hold, with a margin (``kbv.eval.memory_needs``), else
-    ``SHARED_CORRECTNESS_MEMORY_FACTOR`` times one forward's inputs and outputs plus the parameters and buffers
-    twice and ``SHARED_CORRECTNESS_BASE_BYTES``, from the problem's roofline counts where they are already cached
-    (0, no bound, where neither is)."""
+    ``SHARED_CORRECTNESS_MEMORY_FACTORS`` times one forward's inputs, outputs and intermediate tensors plus the
+    parameters and buffers twice and ``SHARED_CORRECTNESS_BASE_BYTES``, from the problem's roofline counts where
+    they are already cached (0, no bound, where neither is)."""
     from kbv import roofline
 
     counts = roofline.cached_counts(ctx.problem.path, ctx.profile, ctx.options.precision, ctx.options.cache_dir,
                                     shape=ctx.shape)
     static = 0
     if counts is not None:
-        parts = counts.bytes_breakdown
-        static = int(SHARED_CORRECTNESS_MEMORY_FACTOR * (parts.get("inputs", 0) + parts.get("outputs", 0))
+        parts = {**counts.bytes_breakdown, "intermediates": counts.intermediate_bytes}
+        static = int(sum(factor * parts.get(part, 0) for part, factor in SHARED_CORRECTNESS_MEMORY_FACTORS.items())
                      + 2 * parts.get("state", 0) + SHARED_CORRECTNESS_BASE_BYTES)
     return memory_needs.expected(static, memory_needs.remembered(ctx.options.cache_dir, memory_key(ctx)))
 
@@ -208,13 +208,16 @@ class PairEvaluation:
     def _make_room(self, gate: DeviceGate, need: int) -> dict[str, Any]:
         """For a correctness stage that nearly fills the GPU, holding its place alone: other pairs' timing workers
         still exiting waited for, then other pairs' idle workers closed, the latest first, until the driver says the
-        device has ``need`` free (``kbv.sandbox.devmem``; every one where it cannot say). What it did."""
+        device has ``need`` free, or the gate's capacity where more is expected (what kbv ever plans to use:
+        closing more contexts, about 0.5 GiB each, could not reach such a need) (``kbv.sandbox.devmem``; every
+        one where it cannot say). What it did."""
         waited = launch.wait_retired()
+        target = min(need, gate.capacity) if gate.capacity is not None else need
 
         def free() -> int | None:
             return devmem.free_bytes(self.ctx.gpu) if self.ctx.device == "cuda" else None
         before = free()
-        closed = gate.close_idle_but(self._own_idle, lambda: (now := free()) is not None and now >= need)
+        closed = gate.close_idle_but(self._own_idle, lambda: (now := free()) is not None and now >= target)
         return {"idle_workers_closed": closed, "retired_workers_waited": waited, "free_bytes": before}
 
     def _correctness(self) -> None:

@@ -160,7 +160,8 @@ class Roofline:
             "dominant_precision": self.dominant_precision, "ridge": self.ridge, "launch_bound": self.launch_bound,
             "counted": {"device": c.device, "profile": c.profile, "precision": c.precision,
                         "fp32_matmul": c.fp32_matmul, "fallback": c.fallback, "uncounted": c.uncounted,
-                        "bytes_breakdown": c.bytes_breakdown, "notes": c.notes, "rules_version": c.rules_version},
+                        "bytes_breakdown": c.bytes_breakdown, "intermediate_bytes": c.intermediate_bytes,
+                        "notes": c.notes, "rules_version": c.rules_version},
         }
 
     def record_section(self, timing_ms: dict[str, Any]) -> dict[str, Any]:

@@ -10,6 +10,7 @@ import itertools
 import json
 import math
 import sys
+import weakref
 from collections import defaultdict
 from pathlib import Path
 from types import ModuleType
@@ -247,6 +248,31 @@ class _Counter(TorchDispatchMode):
         self.by_op: dict[str, float] = defaultdict(float)
         self.uncounted: set[str] = set()
         self.suppress = 0
+        self.live: dict[int, list[int]] = {}  # per storage the ops made: [bytes, tensors still alive]
+        self.live_bytes = 0
+        self.peak_live_bytes = 0  # the most the ops' outputs held at once (``intermediate_bytes``)
+
+    def _made(self, out: Any) -> None:
+        """The storages an op's outputs hold, counted once each until their last tensor is gone."""
+        for t in tree_flatten(out)[0]:
+            if not isinstance(t, torch.Tensor):
+                continue
+            storage = t.untyped_storage()
+            key = storage._cdata
+            if key not in self.live:
+                self.live[key] = [storage.nbytes(), 0]
+                self.live_bytes += storage.nbytes()
+                self.peak_live_bytes = max(self.peak_live_bytes, self.live_bytes)
+            self.live[key][1] += 1
+            weakref.finalize(t, self._gone, key)
+
+    def _gone(self, key: int) -> None:
+        entry = self.live.get(key)
+        if entry is not None:
+            entry[1] -= 1
+            if entry[1] == 0:
+                self.live_bytes -= entry[0]
+                del self.live[key]
 
     def add(self, cls: str, op: str, flops: float) -> None:
         if flops:
@@ -260,9 +286,12 @@ class _Counter(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if self.suppress:
-            return func(*args, **kwargs)
+            out = func(*args, **kwargs)
+            self._made(out)
+            return out
         before = self.fcm.get_total_flops()
         out = func(*args, **kwargs)
+        self._made(out)
         tensor = self.fcm.get_total_flops() - before
         name = _op_name(func)
         if tensor:
@@ -419,6 +448,7 @@ def _count_once(path: Path, profile: str | None, precision: str, device: str, fp
             raise
         raise _MetaFailure(stage, f"{type(exc).__name__}: {exc}", state_bytes) from exc
     breakdown = minimum_bytes(inputs, model, outputs)
+    intermediate = max(0, counter.peak_live_bytes - breakdown["outputs"])
     notes = []
     if attention.causal_calls:
         notes.append("causal attention counted at the (query, key) pairs its mask keeps")
@@ -428,6 +458,7 @@ def _count_once(path: Path, profile: str | None, precision: str, device: str, fp
         bytes=int(sum(breakdown.values())), bytes_breakdown=breakdown,
         by_op={k: int(round(v)) for k, v in sorted(counter.by_op.items(), key=lambda kv: -kv[1])},
         uncounted=sorted(counter.uncounted), fp32_matmul=fp32_matmul, notes=notes, shapes=shapes_of(module),
+        intermediate_bytes=intermediate,
     )
 
 
