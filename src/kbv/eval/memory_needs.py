@@ -1,8 +1,8 @@
 """What a problem's correctness stage really held on the device, remembered for the gate (``--gpu-share``).
 
 The gate's reckoning from the problem's counts (``SHARED_CORRECTNESS_MEMORY_FACTORS``; until h100-2026-12-06-h six
-times one forward's inputs and outputs) missed by up to 3x on the H200 (docs/results/h200-2026-12-04: 68 GiB held against 24 expected on
-level1/9). After each correctness stage on a GPU the parent's own figure of both processes together
+times one forward's inputs and outputs) missed by up to 3x on the H200 (docs/results/h200-2026-12-04: 68 GiB held
+against 24 expected on level1/9). After each correctness stage on a GPU the parent's own figure of both processes together
 (``memory_bytes.correctness_stage.together_max``, from NVML) is kept per problem source, profile, precision and
 shape under ``<cache_dir>/gate``, and a later pair of that problem is expected to need the most ever seen there
 times ``GATE_MEASURED_MARGIN``: in a sweep or a training loop, where problems come back, the gate learns what each

@@ -3,8 +3,10 @@
 ``used_by(pids)`` asks NVML for the compute processes on every GPU and returns the bytes each of the given pids
 holds: its context, every allocation (PyTorch's cached blocks, raw ``cudaMalloc``, VMM) and nothing of any other
 process. A worker cannot change what the driver reports for it, so this figure can add a flag that the worker's
-own (``kbv.worker.memory``) would hide. Through ``ctypes`` on ``libnvidia-ml.so.1``, the library ``nvidia-smi``
-uses; ``None`` where it is missing or refuses (no GPU, no driver, a container that hides other pids).
+own (``kbv.worker.memory``) would hide. ``free_bytes(gpu)`` is the device's free memory, every process's holdings
+left out (the room a stage that nearly fills the GPU makes: ``kbv.eval.pair``). Through ``ctypes`` on
+``libnvidia-ml.so.1``, the library ``nvidia-smi`` uses; ``None`` where it is missing or refuses (no GPU, no driver, a
+container that hides other pids).
 """
 
 from __future__ import annotations
