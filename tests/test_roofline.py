@@ -91,6 +91,8 @@ def test_the_intermediate_tensors_peak_is_counted_beside_the_minimum_bytes(tmp_p
     assert c.bytes_breakdown == {"inputs": 4 * n * d, "state": 0, "outputs": 4 * n}
     assert c.intermediate_bytes == 4 * 3 * n * d - 4 * n
     assert count(write_problem(tmp_path, "2_Matmul.py", MATMUL)).intermediate_bytes == 0  # one op: its output
+    in_place = INTERMEDIATES.replace("y = x * 2", "y = x.view(N, D).mul_(2)").replace("(y + 1) * 3", "y.add_(1)")
+    assert count(write_problem(tmp_path, "3_InPlace.py", in_place)).intermediate_bytes == 0  # the input's memory
 
 
 CONV = """

@@ -597,12 +597,15 @@ PIPELINE_MAX_BYTES: Final = 1 * 2**30
 # expected needs fit GATE_MEMORY_FRACTION of the GPU's memory (kbv.eval.gate). Six times the inputs and outputs
 # alone (until h100-2026-12-06-h) covered what both processes held for 24 of the 55 problems of the H100's reward
 # batches (convolutions with large intermediates up to 3.4 times over it, matmuls with a 4 GiB output 1.35 times),
-# and those stages ran out of memory beside other pairs and ran again alone; these factors, fitted to the same 55,
-# cover 53, expecting 1.27 times what was held on average (docs/results/h100-2026-12-06-h/memory_estimates.py).
-SHARED_CORRECTNESS_MEMORY_FACTORS: Final = {"inputs": 5, "outputs": 9, "intermediates": 4}
-# ... plus this much for the two processes themselves (CUDA contexts, the allocators' first blocks): the least any of
-# 50 reward pairs' correctness stages held on the H200 was 2.2 GiB, for 0.15 GiB expected (h200-2026-12-04).
-SHARED_CORRECTNESS_BASE_BYTES: Final = 2 * 2**30
+# and those stages ran out of memory beside other pairs and ran again alone; these factors and the base below,
+# fitted to the same 55, cover 53, expecting 1.33 times what was held on average, at most 2.13 times
+# (docs/results/h100-2026-12-06-h/memory_estimates.py).
+SHARED_CORRECTNESS_MEMORY_FACTORS: Final = {"inputs": 5, "outputs": 9, "intermediates": 3}
+# ... plus this much for the two processes themselves (CUDA contexts, the allocators' first blocks, the libraries'
+# workspaces): the least any of 50 reward pairs' correctness stages held on the H200 was 2.2 GiB, for 0.15 GiB
+# expected (h200-2026-12-04); on the H100 the small matmuls' held 2.9-3.2 GiB (h100-2026-12-06-f to -h; 2 GiB until
+# then).
+SHARED_CORRECTNESS_BASE_BYTES: Final = 3 * 2**30
 # Once a problem's correctness stage has run on a GPU, the gate expects the most both processes were seen to hold
 # together (NVML, sampled every 50 ms: a peak between samples is missed) times this instead (kbv.eval.memory_needs).
 GATE_MEASURED_MARGIN: Final = 1.25

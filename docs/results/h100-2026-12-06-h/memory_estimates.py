@@ -1,8 +1,9 @@
 """How well the gate's first estimate of a correctness stage's device memory (before any run of the problem taught
-it: SHARED_CORRECTNESS_MEMORY_FACTOR times one forward's inputs and outputs, the state twice, the base) covers what
+it: until this session 6 times one forward's inputs and outputs, the state twice, a 2 GiB base) covers what
 both processes were then seen to hold (`memory_bytes.correctness_stage.together_max`, NVML sampled every 50 ms), over
 the H100 reward batches of h100-2026-12-06-f, -g and -h (runs again left out); and the same for an estimate that also
-counts the forward's intermediate tensors (peak live bytes of its ops' outputs on the meta device, less the output).
+counts the forward's intermediate tensors (peak live bytes of its ops' outputs on the meta device, less the output;
+the inputs' and parameters' storages, and views of them, are not counted), as kbv.worker.flops counts them.
 Run from the repository root with KernelBench in .kb/kernelbench:
     PYTHONPATH=src python docs/results/h100-2026-12-06-h/memory_estimates.py > docs/results/h100-2026-12-06-h/memory_estimates.txt
 """
@@ -18,18 +19,20 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from kbv.protocol import SHARED_CORRECTNESS_BASE_BYTES, SHARED_CORRECTNESS_MEMORY_FACTOR
+from kbv.protocol import SHARED_CORRECTNESS_BASE_BYTES, SHARED_CORRECTNESS_MEMORY_FACTORS as FACTORS
 
 GIB = 2**30
+OLD_FACTOR, OLD_BASE = 6, 2.0  # SHARED_CORRECTNESS_MEMORY_FACTOR and the base (GiB) until h100-2026-12-06-h
 
 
 class PeakLive(TorchDispatchMode):
     """The most bytes the ops' outputs held at once (each storage counted once, freed when its last tensor dies)."""
 
-    def __init__(self) -> None:
+    def __init__(self, held: list[torch.Tensor]) -> None:
         super().__init__()
         self.live: dict[int, list[int]] = {}
         self.now = self.peak = 0
+        self.held = {t.untyped_storage()._cdata for t in held}  # inputs and parameters: a view of one is not new
 
     def _drop(self, key: int) -> None:
         entry = self.live.get(key)
@@ -45,6 +48,8 @@ class PeakLive(TorchDispatchMode):
             if isinstance(t, torch.Tensor):
                 storage = t.untyped_storage()
                 key = storage._cdata
+                if key in self.held:
+                    continue
                 if key not in self.live:
                     self.live[key] = [storage.nbytes(), 0]
                     self.now += storage.nbytes()
@@ -61,7 +66,8 @@ def parts(path: str) -> dict[str, float]:
     with torch.device("meta"):
         model = module.Model(*module.get_init_inputs())
         inputs = module.get_inputs()
-    mode = PeakLive()
+    mode = PeakLive([t for t in tree_flatten(inputs)[0] if isinstance(t, torch.Tensor)]
+                    + list(model.parameters()) + list(model.buffers()))
     with torch.no_grad(), mode:
         out = model(*inputs)
     size = lambda ts: sum(t.numel() * t.element_size() for t in tree_flatten(ts)[0] if isinstance(t, torch.Tensor))
@@ -88,13 +94,15 @@ def main() -> None:
     for problem, h in sorted(held().items()):
         level, name = problem.split("/")
         p = parts(f".kb/kernelbench/{level}/{name}.py")
-        now = SHARED_CORRECTNESS_MEMORY_FACTOR * (p["in"] + p["out"]) + 2 * p["state"] + base
-        alt = 5 * p["in"] + 9 * p["out"] + 4 * p["intermediate"] + 2 * p["state"] + base
+        now = OLD_FACTOR * (p["in"] + p["out"]) + 2 * p["state"] + OLD_BASE
+        alt = (FACTORS["inputs"] * p["in"] + FACTORS["outputs"] * p["out"] + FACTORS["intermediates"] * p["intermediate"]
+               + 2 * p["state"] + base)
         rows.append((problem, p, h, now, alt))
-    print(f"{'problem':44s} {'in':>6s} {'out':>6s} {'interm':>6s} {'held':>6s} {'now':>6s} {'alt':>6s}  (GiB)")
+    print(f"{'problem':44s} {'in':>6s} {'out':>6s} {'interm':>6s} {'held':>6s} {'6x':>6s} {'new':>6s}  (GiB)")
     for problem, p, h, now, alt in sorted(rows, key=lambda r: -r[2] / r[3]):
         print(f"{problem[:44]:44s} {p['in']:6.2f} {p['out']:6.2f} {p['intermediate']:6.2f} {h:6.1f} {now:6.1f} {alt:6.1f}")
-    for label, index in (("now", 3), ("alt: 5 in + 9 out + 4 intermediate", 4)):
+    for label, index in (("6 x (in + out) + 2 GiB, until now", 3),
+                         (f"SHARED_CORRECTNESS_MEMORY_FACTORS {FACTORS} + {base:g} GiB", 4)):
         ratios = [r[index] / r[2] for r in rows]
         print(f"{label}: {sum(x >= 1 for x in ratios)} of {len(rows)} problems held no more than expected; "
               f"expected over held: mean {sum(ratios) / len(ratios):.2f}, least {min(ratios):.2f}, most {max(ratios):.2f}")

@@ -251,6 +251,11 @@ class _Counter(TorchDispatchMode):
         self.live: dict[int, list[int]] = {}  # per storage the ops made: [bytes, tensors still alive]
         self.live_bytes = 0
         self.peak_live_bytes = 0  # the most the ops' outputs held at once (``intermediate_bytes``)
+        self.held: set[int] = set()  # the inputs', parameters' and buffers' storages: not made by an op
+
+    def hold(self, tensors: Any) -> None:
+        """Storages that exist before the forward (a view of one, or an in-place op's result, is not new memory)."""
+        self.held.update(t.untyped_storage()._cdata for t in tree_flatten(tensors)[0] if isinstance(t, torch.Tensor))
 
     def _made(self, out: Any) -> None:
         """The storages an op's outputs hold, counted once each until their last tensor is gone."""
@@ -259,6 +264,8 @@ class _Counter(TorchDispatchMode):
                 continue
             storage = t.untyped_storage()
             key = storage._cdata
+            if key in self.held:
+                continue
             if key not in self.live:
                 self.live[key] = [storage.nbytes(), 0]
                 self.live_bytes += storage.nbytes()
@@ -440,6 +447,7 @@ def _count_once(path: Path, profile: str | None, precision: str, device: str, fp
         stage = "forward"
         fcm = FlopCounterMode(display=False, custom_mapping=_custom_formulas())
         counter = _Counter(fcm, fp32_matmul, conv_tf32)
+        counter.hold([list(inputs), list(model.parameters()), list(model.buffers())])
         attention = _AttentionMode(counter)
         with torch.random.fork_rng(devices=[]), torch.no_grad(), fcm, counter, attention:
             outputs = model(*inputs)
