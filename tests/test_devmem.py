@@ -110,6 +110,34 @@ def test_a_figure_nvml_cannot_give_is_none(monkeypatch) -> None:
     assert devmem.used_by([4242]) == {4242: 2 * 2**20}
 
 
+def test_the_devices_free_memory_is_nvmls_and_none_where_it_cannot_say(monkeypatch) -> None:
+    """``free_bytes(gpu)``: NVML's free figure for that GPU (the room a nearly-filling correctness stage makes,
+    kbv.eval.pair); a GPU NVML does not list, or a failing query, is None, never a made-up figure."""
+    class Lib:
+        def __init__(self, status: int = 0):
+            self.status = status
+
+        def nvmlDeviceGetCount_v2(self, count):
+            count._obj.value = 2
+            return 0
+
+        def nvmlDeviceGetHandleByIndex_v2(self, index, handle):
+            handle._obj.value = 100 + index
+            return 0
+
+        def nvmlDeviceGetMemoryInfo(self, handle, memory):
+            memory._obj.total, memory._obj.free = 80 * 2**30, (handle.value - 100 + 1) * 2**30
+            return self.status
+
+    monkeypatch.setattr(devmem, "_library", lambda: (Lib(), None))
+    assert devmem.free_bytes(None) == 2**30 and devmem.free_bytes(1) == 2 * 2**30
+    assert devmem.free_bytes(2) is None
+    monkeypatch.setattr(devmem, "_library", lambda: (Lib(status=999), None))
+    assert devmem.free_bytes(0) is None
+    monkeypatch.setattr(devmem, "_library", lambda: None)
+    assert devmem.free_bytes(0) is None
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_a_childs_allocation_is_counted_by_the_parent() -> None:
