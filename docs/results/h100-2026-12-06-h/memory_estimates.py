@@ -2,77 +2,29 @@
 it: until this session 6 times one forward's inputs and outputs, the state twice, a 2 GiB base) covers what
 both processes were then seen to hold (`memory_bytes.correctness_stage.together_max`, NVML sampled every 50 ms), over
 the H100 reward batches of h100-2026-12-06-f, -g and -h (runs again left out); and the same for an estimate that also
-counts the forward's intermediate tensors (peak live bytes of its ops' outputs on the meta device, less the output;
-the inputs' and parameters' storages, and views of them, are not counted), as kbv.worker.flops counts them.
+counts the forward's intermediate tensors (the counts' intermediate_bytes: peak live bytes of its ops' outputs on the
+meta device, less the output; the inputs' and parameters' storages, and views of them, are not counted).
 Run from the repository root with KernelBench in .kb/kernelbench:
     PYTHONPATH=src python docs/results/h100-2026-12-06-h/memory_estimates.py > docs/results/h100-2026-12-06-h/memory_estimates.txt
 """
 from __future__ import annotations
 
 import glob
-import importlib.util
 import json
-import weakref
 from collections import defaultdict
 
-import torch
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten
-
 from kbv.protocol import SHARED_CORRECTNESS_BASE_BYTES, SHARED_CORRECTNESS_MEMORY_FACTORS as FACTORS
+from kbv.worker.flops import count
 
 GIB = 2**30
 OLD_FACTOR, OLD_BASE = 6, 2.0  # SHARED_CORRECTNESS_MEMORY_FACTOR and the base (GiB) until h100-2026-12-06-h
 
 
-class PeakLive(TorchDispatchMode):
-    """The most bytes the ops' outputs held at once (each storage counted once, freed when its last tensor dies)."""
-
-    def __init__(self, held: list[torch.Tensor]) -> None:
-        super().__init__()
-        self.live: dict[int, list[int]] = {}
-        self.now = self.peak = 0
-        self.held = {t.untyped_storage()._cdata for t in held}  # inputs and parameters: a view of one is not new
-
-    def _drop(self, key: int) -> None:
-        entry = self.live.get(key)
-        if entry is not None:
-            entry[1] -= 1
-            if entry[1] == 0:
-                self.now -= entry[0]
-                del self.live[key]
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        for t in tree_flatten(out)[0]:
-            if isinstance(t, torch.Tensor):
-                storage = t.untyped_storage()
-                key = storage._cdata
-                if key in self.held:
-                    continue
-                if key not in self.live:
-                    self.live[key] = [storage.nbytes(), 0]
-                    self.now += storage.nbytes()
-                    self.peak = max(self.peak, self.now)
-                self.live[key][1] += 1
-                weakref.finalize(t, self._drop, key)
-        return out
-
-
 def parts(path: str) -> dict[str, float]:
-    spec = importlib.util.spec_from_file_location("problem", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    with torch.device("meta"):
-        model = module.Model(*module.get_init_inputs())
-        inputs = module.get_inputs()
-    mode = PeakLive([t for t in tree_flatten(inputs)[0] if isinstance(t, torch.Tensor)]
-                    + list(model.parameters()) + list(model.buffers()))
-    with torch.no_grad(), mode:
-        out = model(*inputs)
-    size = lambda ts: sum(t.numel() * t.element_size() for t in tree_flatten(ts)[0] if isinstance(t, torch.Tensor))
-    return {"in": size(inputs) / GIB, "out": size(out) / GIB, "state": size(list(model.parameters())) / GIB,
-            "intermediate": max(0, mode.peak - size(out)) / GIB}
+    """The problem's counts as kbv makes them (kbv.worker.flops, on the meta device), in GiB."""
+    c = count(path)
+    return {"in": c.bytes_breakdown["inputs"] / GIB, "out": c.bytes_breakdown["outputs"] / GIB,
+            "state": c.bytes_breakdown["state"] / GIB, "intermediate": c.intermediate_bytes / GIB}
 
 
 def held() -> dict[str, float]:
