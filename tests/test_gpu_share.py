@@ -686,6 +686,10 @@ def test_out_of_memory_beside_other_pairs_runs_correctness_again_with_the_gpu_to
     assert record.verdict == "correct", record.error
     assert record.env["correctness_rerun"]["role"] == role
     assert record.wall_seconds["correctness/rerun"] >= 0  # the discarded first run's time, under its own name
+    # the batch's GPU timeline: when it asked, when the first run was inside the gate, and the run again alone
+    line = record.env["timeline"]
+    assert line["correctness_asked"] <= line["correctness_in"] <= line["correctness_out"]
+    assert line["correctness_out"] <= line["correctness_rerun_in"] <= line["correctness_rerun_out"]
 
 
 def test_out_of_memory_with_the_gpu_to_itself_stands(monkeypatch):

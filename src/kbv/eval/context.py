@@ -290,6 +290,11 @@ class PairContext:
             if isinstance(part, str) and isinstance(ms, (int, float)) and math.isfinite(ms):
                 total[part] = round(total.get(part, 0.0) + float(ms), 3)
 
+    def mark(self, event: str) -> None:
+        """Note when ``event`` happened on the GPU's shared schedule (``env.timeline``: wall-clock seconds since the
+        epoch, so the pairs of one batch line up): a diagnostic that decides nothing."""
+        self.draft.env.setdefault("timeline", {})[event] = round(time.time(), 3)
+
     def charge(self, stage: str, part: str, seconds: float) -> None:
         """Add ``seconds`` to ``<stage>/<part>`` of the record's ``wall_seconds`` breakdown."""
         key = f"{stage}/{part}"

@@ -239,18 +239,24 @@ class PairEvaluation:
             # exiting workers, and starts none of the next pairs' (``first_run``, ``_started``)
             self.ctx.draft.env["correctness_alone"] = True
 
+        self.ctx.mark("correctness_asked")
+
         def first_run() -> Failure | None:
             with gate.shared(need):  # how long it waited for another pair's timing (or memory) to leave the GPU
                 if self.ctx.draft.env.get("correctness_alone"):  # the room a run again alone has (``_alone_again``)
                     self.ctx.draft.env["correctness_alone_room"] = self._make_room(gate, need)
                 self.ctx.charge("correctness", "waiting_for_gpu", time.monotonic() - t0)
+                self.ctx.mark("correctness_in")
                 try:
-                    CorrectnessStage(self.ctx).run()
+                    try:
+                        CorrectnessStage(self.ctx).run()
+                    finally:
+                        self._next_started(self.ctx)
+                    if self.ctx.early_workers is not None:  # their CUDA starts, too, end before another pair is timed
+                        with self.ctx.clock("correctness", "start_ahead"):
+                            futures.wait([self.ctx.early_workers])
                 finally:
-                    self._next_started(self.ctx)
-                if self.ctx.early_workers is not None:  # their CUDA starts, too, end before another pair is timed
-                    with self.ctx.clock("correctness", "start_ahead"):
-                        futures.wait([self.ctx.early_workers])
+                    self.ctx.mark("correctness_out")
             return next((f for f in self.ctx.evidence.failures if out_of_memory(f)), None) or judge_starved(self.ctx)
 
         starved = _out_of_memory_of(first_run)
@@ -313,7 +319,11 @@ class PairEvaluation:
             ctx.draft.env[f"{stage}_rerun"]["idle_workers_closed"] = closed
             ctx.draft.env[f"{stage}_rerun"]["retired_workers_waited"] = launch.wait_retired()
             ctx.charge(stage, "waiting_for_gpu", time.monotonic() - t0)
-            run()
+            ctx.mark(f"{stage}_rerun_in")
+            try:
+                run()
+            finally:
+                ctx.mark(f"{stage}_rerun_out")
 
     @contextmanager
     def _timing_place(self, ctx: PairContext) -> Iterator[Callable[[], AbstractContextManager[int]]]:
@@ -328,8 +338,10 @@ class PairEvaluation:
         gate = self.gate
         assert gate is not None
         t0 = time.monotonic()
+        ctx.mark("place_asked")
         with gate.timing(int(ctx.draft.env.get("correctness_memory_expected") or 0)) as alone:
             ctx.charge("performance", "waiting_for_gpu", time.monotonic() - t0)
+            ctx.mark("place_in")
 
             @contextmanager
             def charged() -> Iterator[int]:
@@ -337,16 +349,21 @@ class PairEvaluation:
                 with alone() as closed:
                     t2 = time.monotonic()
                     ctx.charge("performance", "waiting_for_gpu", t2 - t1)
+                    ctx.mark("alone_in")
                     if closed:  # a problem that fills the GPU: the idle workers started ahead were closed
                         ctx.draft.timing_ms["idle_workers_closed"] = closed
                     try:
                         yield closed
                     finally:  # what no other pair could overlap: the batch's floor is the sum of these
                         ctx.draft.timing_ms["device_alone_s"] = round(time.monotonic() - t2, 3)
+                        ctx.mark("alone_out")
                 if closed and self.lookahead is not None and ctx.options.start_ahead:
                     gate.starting(self.lookahead.top_up())
 
-            yield charged
+            try:
+                yield charged
+            finally:
+                ctx.mark("place_out")
 
     def run(self, compiled: CompileResult | None = None) -> Record:
         ctx = self.ctx
