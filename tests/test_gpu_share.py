@@ -997,3 +997,22 @@ def _placeholder(problem, candidate):
     rec = runner.not_run(Pair(problem, candidate), str(candidate.path), "placeholder")
     rec.error, rec.flags = None, []
     return rec
+
+
+def test_the_lookahead_depth_is_the_protocols_unless_set_and_never_above_the_gpu_share(monkeypatch):
+    """``KBV_LOOKAHEAD_DEPTH`` sets how many pairs keep correctness workers started ahead (an A/B knob for the GPU
+    batches); unset it is ``LOOKAHEAD_DEPTH``, and never more than ``--gpu-share`` pairs."""
+    from kbv.eval import runner
+    from kbv.protocol import LOOKAHEAD_DEPTH
+
+    def depth(share: int) -> int:
+        ahead = runner.lookahead_of([], {}, EvalOptions(device="cuda", gpu_share=share), "cuda", [0])
+        assert ahead is not None
+        return ahead._depth
+
+    monkeypatch.delenv("KBV_LOOKAHEAD_DEPTH", raising=False)
+    assert depth(5) == LOOKAHEAD_DEPTH == 2
+    monkeypatch.setenv("KBV_LOOKAHEAD_DEPTH", "4")
+    assert depth(5) == 4 and depth(3) == 3
+    monkeypatch.setenv("KBV_LOOKAHEAD_DEPTH", "x")  # not a count: the protocol's
+    assert depth(5) == LOOKAHEAD_DEPTH

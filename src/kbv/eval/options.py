@@ -73,6 +73,10 @@ class EvalOptions:
     # candidate code until their pair is due (kbv.eval.performance.start_early); KBV_START_AHEAD=0 starts each worker
     # when its pair is due
     start_ahead: bool = field(default_factory=lambda: os.environ.get("KBV_START_AHEAD", "1") != "0")
+    # how many pairs not yet begun keep correctness workers started ahead on one GPU (kbv.eval.lookahead), at most
+    # --gpu-share's: None (KBV_LOOKAHEAD_DEPTH unset) for LOOKAHEAD_DEPTH
+    lookahead_depth: int | None = field(default_factory=lambda: int(os.environ["KBV_LOOKAHEAD_DEPTH"])
+                                        if os.environ.get("KBV_LOOKAHEAD_DEPTH", "").isdigit() else None)
     # an experiment (off by default): on a GPU both roles' timing workers pinned by the parent to the same last N of
     # its CPUs (as every CPU worker is), to see whether a launch-bound shape's speedup then strays less between
     # process pairs; KBV_GPU_TIMING_CPUS=N

@@ -376,7 +376,8 @@ def lookahead_of(todo: list[Pair], compiled: dict[str, CompileResult], options: 
         plan = pair.problem.shape_overrides()
         return built is not None and built.ok and len(plan) == 1 and plan[0][1] is None
 
-    depth = min(LOOKAHEAD_DEPTH, options.gpu_share if device == "cuda" else 1)  # one pair at a time: the next one's
+    wanted = LOOKAHEAD_DEPTH if options.lookahead_depth is None else options.lookahead_depth
+    depth = min(wanted, options.gpu_share if device == "cuda" else 1)  # one pair at a time: the next one's
     return Lookahead(todo, slots[0], eligible,
                      lambda pair, gpu: PairContext(pair.problem, pair.candidate, options, device, gpu),
                      options.timeout, depth)
