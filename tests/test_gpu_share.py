@@ -1016,3 +1016,134 @@ def test_the_lookahead_depth_is_the_protocols_unless_set_and_never_above_the_gpu
     assert depth(5) == 4 and depth(3) == 3
     monkeypatch.setenv("KBV_LOOKAHEAD_DEPTH", "x")  # not a count: the protocol's
     assert depth(5) == LOOKAHEAD_DEPTH
+
+
+def test_timing_in_batches_lets_correctness_start_until_enough_places_queue_then_times_them_back_to_back():
+    """``timing_batch`` 2: a place asking for the device alone waits while fewer than two places are queued and
+    correctness still runs, so a correctness stage arriving then starts beside it (at 1 it would wait, as
+    ``test_a_timing_place_overlaps_correctness_and_becomes_the_device_alone_once_they_leave`` shows); once a second
+    place queues, new correctness waits until both timings are done, one drain serving both."""
+    gate, order, lock = DeviceGate(timing_batch=2, batch_wait_s=5.0), [], threading.Lock()
+    a_in, p1_asks, b_in, c_arrives = threading.Event(), threading.Event(), threading.Event(), threading.Event()
+
+    def note(what):
+        with lock:
+            order.append(what)
+
+    def correctness_a():
+        with gate.shared():
+            a_in.set()
+            b_in.wait(5)
+            time.sleep(0.05)
+        note("a out")
+
+    def place_1():
+        a_in.wait(5)
+        with gate.timing() as alone:
+            p1_asks.set()
+            with alone():
+                note("p1 alone")
+                c_arrives.set()
+                time.sleep(0.05)
+
+    def correctness_b():
+        p1_asks.wait(5)
+        time.sleep(0.05)  # p1 already waits for its batch
+        with gate.shared():
+            note("b in")
+            b_in.set()
+            time.sleep(0.05)
+        note("b out")
+
+    def place_2():
+        b_in.wait(5)
+        time.sleep(0.02)
+        with gate.timing() as alone:
+            with alone():
+                note("p2 alone")
+
+    def correctness_c():
+        c_arrives.wait(5)
+        with gate.shared():
+            note("c in")
+
+    _run_threads(correctness_a, place_1, correctness_b, place_2, correctness_c)
+    assert order.index("b in") < order.index("p1 alone")  # b started while p1 waited for its batch
+    assert order.index("b out") < order.index("p1 alone") and order.index("a out") < order.index("p1 alone")
+    assert order.index("p1 alone") < order.index("p2 alone") < order.index("c in")  # the queue timed, then c
+
+
+def test_a_timing_place_waits_for_its_batch_no_longer_than_the_bound():
+    """Correctness keeps running and no second place queues: the place asks for the device once ``batch_wait_s``
+    has passed."""
+    gate, stop, t = DeviceGate(timing_batch=3, batch_wait_s=0.2), threading.Event(), {}
+    inside = threading.Event()
+
+    def correctness():
+        while not stop.is_set():
+            with gate.shared():
+                inside.set()
+                time.sleep(0.02)
+
+    def place():
+        inside.wait(5)
+        with gate.timing() as alone:
+            t0 = time.monotonic()
+            with alone():
+                t["waited"] = time.monotonic() - t0
+        stop.set()
+
+    _run_threads(correctness, place)
+    assert 0.15 <= t["waited"] < 2.0
+
+
+def test_correctness_stages_inside_at_once_are_bounded_by_readers_max():
+    gate, most, now, lock = DeviceGate(readers_max=2), [0], [0], threading.Lock()
+
+    def correctness():
+        with gate.shared():
+            with lock:
+                now[0] += 1
+                most[0] = max(most[0], now[0])
+            time.sleep(0.05)
+            with lock:
+                now[0] -= 1
+
+    _run_threads(*[correctness] * 5)
+    assert most[0] == 2
+
+
+@pytest.mark.parametrize("batch, in_flight", [(None, 2), (3, 4)])
+def test_timing_in_batches_keeps_more_pairs_in_flight_but_no_more_correctness_at_once(tmp_path, monkeypatch, batch,
+                                                                                       in_flight):
+    """``KBV_TIMING_BATCH`` N: the runner keeps ``--gpu-share`` + N - 1 pairs in flight (those queued for timing
+    beside those in correctness), and its gate lets no more than ``--gpu-share`` correctness stages in at once and
+    queues N timing places before one asks for the device alone. Unset: ``TIMING_BATCH`` (1), as before."""
+    from kbv.protocol import TIMING_BATCH
+
+    assert TIMING_BATCH == 1
+    gates, now, most, lock = set(), [0], [0], threading.Lock()
+
+    def evaluate(problem, candidate, *a, gate=None, **k):
+        gates.add(gate)
+        with lock:
+            now[0] += 1
+            most[0] = max(most[0], now[0])
+        time.sleep(0.1)
+        with lock:
+            now[0] -= 1
+        return _placeholder(problem, candidate)
+
+    _one_gpu(monkeypatch, evaluate)
+    monkeypatch.setattr(runner, "gate_capacity", lambda slot: None)
+    if batch is None:
+        monkeypatch.delenv("KBV_TIMING_BATCH", raising=False)
+    else:
+        monkeypatch.setenv("KBV_TIMING_BATCH", str(batch))
+    problem = load_problem(problem_path("level1/5_ReLU"))
+    pairs = [Pair(problem, Candidate.from_path(CANDIDATE, sample=i)) for i in range(8)]
+    runner.run_pairs(pairs, EvalOptions(device="cuda", sandbox="off", cache_dir=tmp_path, gpu_share=2,
+                                        start_ahead=False), tmp_path / "r.jsonl")
+    assert most[0] == in_flight
+    (gate,) = gates
+    assert (gate.readers_max, gate.timing_batch) == (2, batch or 1)
