@@ -1147,35 +1147,3 @@ def test_timing_in_batches_keeps_more_pairs_in_flight_but_no_more_correctness_at
     assert most[0] == in_flight
     (gate,) = gates
     assert (gate.readers_max, gate.timing_batch) == (2, batch or 1)
-
-
-def test_a_timing_place_does_not_wait_for_its_batch_behind_a_correctness_stage_held_back_for_memory():
-    """A correctness stage that does not fit beside the others waits for every holder to leave, this place too, and
-    no later one overtakes it: nothing more can start beside the place, so it asks for the device at once."""
-    gate, t = DeviceGate(capacity=100, timing_batch=3, batch_wait_s=3.0), {}
-    small_in, place_in, big_asks = threading.Event(), threading.Event(), threading.Event()
-
-    def small():
-        with gate.shared(40):
-            small_in.set()
-            big_asks.wait(5)
-            time.sleep(0.1)
-
-    def big():
-        place_in.wait(5)
-        big_asks.set()
-        with gate.shared(90):
-            pass
-
-    def place():
-        small_in.wait(5)
-        with gate.timing(50) as alone:  # beside the small stage; the big one fits beside neither
-            place_in.set()
-            big_asks.wait(5)
-            time.sleep(0.02)
-            t0 = time.monotonic()
-            with alone():
-                t["waited"] = time.monotonic() - t0
-
-    _run_threads(small, big, place)
-    assert t["waited"] < 1.0  # the small stage's drain, not the batch's bound

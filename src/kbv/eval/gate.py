@@ -147,11 +147,9 @@ class DeviceGate:
         """Under the lock, from the place about to ask for the device alone: while fewer than ``timing_batch`` places
         are queued and correctness stages still run or wait to start, let them (each that finishes queues its own
         place), for at most ``batch_wait_s``: one drain of the device then serves several timings. With nothing
-        left to overlap it goes at once: no correctness inside or asking, an exclusive holder waiting, or one held
-        back for memory (which no later one overtakes, and which enters only once this place is left)."""
+        left to overlap it goes at once."""
         end = time.monotonic() + self.batch_wait_s
-        while (not self._timing_due() and not self._writers_waiting and not self._held_back
-               and (self._correctness or self._correctness_waiting)):
+        while not self._timing_due() and not self._writers_waiting and (self._correctness or self._correctness_waiting):
             left = end - time.monotonic()
             if left <= 0:
                 return
@@ -180,7 +178,6 @@ class DeviceGate:
                         if not fits and not held_back:
                             held_back = True
                             self._held_back += 1
-                            self._cond.notify_all()  # a place waiting for its batch: nothing more starts beside it
                     self._cond.wait()
             finally:
                 self._places_waiting -= timing
