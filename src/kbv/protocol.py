@@ -625,12 +625,3 @@ LOOKAHEAD_DEVICES: Final = {"cpu": False, "cuda": True}
 # found workers waiting on the H100, h100-2026-12-06-e; 13 with topping up, h100-2026-12-06-f, so such a timing now
 # tops them up again itself). Two pairs' four processes hold about 2.2 GiB of CUDA contexts.
 LOOKAHEAD_DEPTH: Final = 2
-# Timing in batches on a shared GPU (kbv.eval.gate): a pair's timing place asks for the device alone only once this
-# many places are queued (or nothing else could start beside them, or it has waited TIMING_BATCH_WAIT_S), and the
-# runner keeps --gpu-share + TIMING_BATCH - 1 pairs in flight, so that correctness stages, still at most
-# --gpu-share at once, keep starting while timings queue and one drain of the device serves several timings. At 1
-# (the default, until a GPU batch says otherwise) each place asks at once and holds new correctness back: in the
-# H100's cached reward batch (h100-2026-12-06-f) correctness stages ran 1.8 at a time on average at --gpu-share 5.
-# KBV_TIMING_BATCH=N sets it.
-TIMING_BATCH: Final = 1
-TIMING_BATCH_WAIT_S: Final = 15.0

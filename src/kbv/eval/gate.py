@@ -15,17 +15,13 @@ closes them all, so a pair run again alone has the memory too (on an 80 GB H100,
 6 GiB problem's run again out of memory: h100-2026-12-06-c); a stage that runs alone because it nearly fills the GPU
 closes others, not its own, until the device has the room it expects (``close_idle_but``). Processes
 started outside any stage (``starting``) are up before the next timing has the device alone. With
-``EvalOptions.gpu_share`` at 1 (the default) a GPU runs one pair at a time and the gate never waits. Timing may go
-in batches (``timing_batch`` above 1, ``TIMING_BATCH``): a place asks for the device alone only once that many are
-queued, or nothing could start beside it, or ``batch_wait_s`` has passed; until then correctness stages, at most
-``readers_max`` at once, keep starting; once one has the device, new correctness waits until the queue is timed.
+``EvalOptions.gpu_share`` at 1 (the default) a GPU runs one pair at a time and the gate never waits.
 """
 
 from __future__ import annotations
 
 import itertools
 import threading
-import time
 from collections.abc import Iterator
 from concurrent import futures
 from concurrent.futures import Future
@@ -34,18 +30,9 @@ from typing import Callable
 
 
 class DeviceGate:
-    def __init__(self, capacity: int | None = None, alone_above: float = 1.0, readers_max: int | None = None,
-                 timing_batch: int = 1, batch_wait_s: float = 0.0) -> None:
+    def __init__(self, capacity: int | None = None, alone_above: float = 1.0) -> None:
         self._cond = threading.Condition()
         self._readers = 0
-        self._correctness = 0  # correctness stages inside (``readers_max`` bounds them)
-        self._correctness_waiting = 0  # correctness stages asking to enter
-        self.readers_max = readers_max  # the most correctness stages inside at once (None: no bound)
-        # timing places queued (held and awaited) before one asks for the device alone, while correctness stages can
-        # still start beside them, and the longest such a place waits for more (``_alone``); 1: at once
-        self.timing_batch = max(1, timing_batch)
-        self.batch_wait_s = batch_wait_s
-        self._draining = False  # a place took the device alone: new correctness waits until no place is queued
         self._used = 0  # the expected device memory of the correctness stages inside
         self._writer = False
         self._writers_waiting = 0
@@ -123,8 +110,6 @@ class DeviceGate:
             starting, self._starting = self._starting, []
         futures.wait(starting)
         with self._cond:
-            self._wait_for_batch()
-            self._draining = True
             self._take_device(lambda: self._readers > 1)
             self._readers -= 1
             releases = list(self._idle.values()) if release_idle else []
@@ -135,26 +120,6 @@ class DeviceGate:
                 self._readers += 1
                 self._give_device()
 
-    def _queued_places(self) -> int:
-        return self._places_waiting + int(self._timing)
-
-    def _timing_due(self) -> bool:
-        """Under the lock: new correctness stages wait, for timing is due: a place has drained the device and others
-        are still queued behind it, or ``timing_batch`` places are queued."""
-        return self._draining or self._queued_places() >= self.timing_batch
-
-    def _wait_for_batch(self) -> None:
-        """Under the lock, from the place about to ask for the device alone: while fewer than ``timing_batch`` places
-        are queued and correctness stages still run or wait to start, let them (each that finishes queues its own
-        place), for at most ``batch_wait_s``: one drain of the device then serves several timings. With nothing
-        left to overlap it goes at once."""
-        end = time.monotonic() + self.batch_wait_s
-        while not self._timing_due() and not self._writers_waiting and (self._correctness or self._correctness_waiting):
-            left = end - time.monotonic()
-            if left <= 0:
-                return
-            self._cond.wait(left)
-
     @contextmanager
     def _enter_shared(self, need: int, timing: bool) -> Iterator[None]:
         """A shared holder, a correctness stage or (``timing``) a performance stage's place. A correctness stage
@@ -163,13 +128,10 @@ class DeviceGate:
         with self._cond:
             held_back = False
             self._places_waiting += timing
-            self._correctness_waiting += not timing
-            self._cond.notify_all()  # a place waiting for its batch counts who is queued
             try:
                 while True:
-                    timing_soon = self._timing if timing else self._timing_due()
-                    full = not timing and self.readers_max is not None and self._correctness >= self.readers_max
-                    if not (self._writer or self._writers_waiting or timing_soon or full):
+                    timing_soon = self._timing or (not timing and self._places_waiting)
+                    if not (self._writer or self._writers_waiting or timing_soon):
                         fits = not self._readers or self.capacity is None or self._used + need <= self.capacity
                         # a correctness stage held back for memory is not overtaken by a later one (timing, which
                         # holds them all back, goes first)
@@ -181,25 +143,19 @@ class DeviceGate:
                     self._cond.wait()
             finally:
                 self._places_waiting -= timing
-                self._correctness_waiting -= not timing
             if held_back:
                 self._held_back -= 1
             self._readers += 1
-            self._correctness += not timing
             self._used += need
             self._timing = self._timing or timing
-            self._cond.notify_all()  # a place waiting for its batch counts who is inside
         try:
             yield
         finally:
             with self._cond:
                 self._readers -= 1
-                self._correctness -= not timing
                 self._used -= need
                 if timing:
                     self._timing = False
-                    if not self._places_waiting:  # the last queued timing is done: correctness starts again
-                        self._draining = False
                 self._cond.notify_all()
 
     def hold_idle(self, release: Callable[[], int]) -> Callable[[], None]:

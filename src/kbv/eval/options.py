@@ -75,10 +75,6 @@ class EvalOptions:
     start_ahead: bool = field(default_factory=lambda: os.environ.get("KBV_START_AHEAD", "1") != "0")
     # how many pairs not yet begun keep correctness workers started ahead on one GPU (kbv.eval.lookahead), at most
     # --gpu-share's: None (KBV_LOOKAHEAD_DEPTH unset) for LOOKAHEAD_DEPTH
-    # timing places queued before one asks for a shared GPU alone (kbv.eval.gate): None (KBV_TIMING_BATCH unset) for
-    # TIMING_BATCH
-    timing_batch: int | None = field(default_factory=lambda: int(os.environ["KBV_TIMING_BATCH"])
-                                     if os.environ.get("KBV_TIMING_BATCH", "").isdigit() else None)
     lookahead_depth: int | None = field(default_factory=lambda: int(os.environ["KBV_LOOKAHEAD_DEPTH"])
                                         if os.environ.get("KBV_LOOKAHEAD_DEPTH", "").isdigit() else None)
     # an experiment (off by default): on a GPU both roles' timing workers pinned by the parent to the same last N of

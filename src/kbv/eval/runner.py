@@ -36,8 +36,7 @@ from kbv.eval import memory_needs
 from kbv.eval.pair import CompileResult, EvalOptions, compile_candidate, evaluate_shapes, remembered_seconds
 from kbv.eval.verdict import Rules, decide
 from kbv.records import Record, RecordWriter, recorded_keys
-from kbv.protocol import (GATE_ALONE_FRACTION, GATE_MEMORY_FRACTION, LOOKAHEAD_DEPTH, LOOKAHEAD_DEVICES, TIMING_BATCH,
-                          TIMING_BATCH_WAIT_S)
+from kbv.protocol import GATE_ALONE_FRACTION, GATE_MEMORY_FRACTION, LOOKAHEAD_DEPTH, LOOKAHEAD_DEVICES
 
 
 @dataclass
@@ -291,13 +290,11 @@ def _run(pairs: Sequence[Pair], todo: list[Pair], options: EvalOptions, device: 
                    device)
 
     free: queue.Queue[int | None] = queue.Queue()
-    share = options.gpu_share if device == "cuda" else 1  # correctness stages at once per GPU (kbv.eval.gate)
-    batch = max(1, TIMING_BATCH if options.timing_batch is None else options.timing_batch) if share > 1 else 1
-    for _ in range(share + batch - 1):  # pairs in flight per GPU: those queued for timing beside those in correctness
+    share = options.gpu_share if device == "cuda" else 1  # pairs in flight per GPU (kbv.eval.gate)
+    for _ in range(share):
         for slot in slots:
             free.put(slot)
-    gates = {slot: DeviceGate(gate_capacity(slot), GATE_ALONE_FRACTION, readers_max=share, timing_batch=batch,
-                              batch_wait_s=TIMING_BATCH_WAIT_S) for slot in slots} if share > 1 else {}
+    gates = {slot: DeviceGate(gate_capacity(slot), GATE_ALONE_FRACTION) for slot in slots} if share > 1 else {}
     lock = threading.Lock()
     count = 0
     healthy = set(slots)
@@ -349,7 +346,7 @@ def _run(pairs: Sequence[Pair], todo: list[Pair], options: EvalOptions, device: 
                     if not healthy:
                         free.put(None)
 
-    pool = ThreadPoolExecutor(max_workers=len(slots) * (share + batch - 1))
+    pool = ThreadPoolExecutor(max_workers=len(slots) * share)
     futures = [pool.submit(evaluate, p) for p in todo]
     try:
         _wait_all(futures)
