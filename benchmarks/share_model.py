@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from kbv.protocol import GATE_MEASURED_MARGIN, GATE_MEMORY_FRACTION, TIMING_BATCH_WAIT_S  # noqa: E402
+from kbv.protocol import GATE_MEASURED_MARGIN, GATE_MEMORY_FRACTION  # noqa: E402
 
 H200_BYTES = 150_109_880_320  # the H200's total memory as its records say (where they do not say theirs)
 
@@ -57,15 +57,9 @@ def pairs_of(records: list[dict], split: bool) -> list[Pair]:
 
 
 def simulate(pairs: list[Pair], in_flight: int, max_correctness: int, alpha: float,
-             capacity: float = GATE_MEMORY_FRACTION * H200_BYTES, step: float = 0.005, batch: int = 1,
-             batch_wait: float = TIMING_BATCH_WAIT_S) -> float:
-    """Seconds until every pair is done under the gate's rules (a time-stepped replay); ``batch``: timing places
-    queued before one asks for the device alone (``DeviceGate.timing_batch``; the place held waits at most
-    ``batch_wait`` while correctness stages run or wait to start, and once one has the device new correctness waits
-    until the queue is timed)."""
+             capacity: float = GATE_MEMORY_FRACTION * H200_BYTES, step: float = 0.005) -> float:
+    """Seconds until every pair is done under the gate's rules (a time-stepped replay)."""
     t = 0.0
-    draining = False
-    asked_at: float | None = None  # when the place held first asked for the device alone
     waiting = list(range(len(pairs)))  # not yet started
     state: dict[int, list] = {}  # pair -> [phase, remaining seconds]; phase: "want_c", "c", "want_p", "beside",
     # "want_alone", "alone"
@@ -75,10 +69,8 @@ def simulate(pairs: list[Pair], in_flight: int, max_correctness: int, alpha: flo
             i = waiting.pop(0)
             state[i] = ["want_c", pairs[i].correctness]
         alone_busy = any(s[0] == "alone" for s in state.values())
-        # timing places held or awaited (``batch`` of them, or one draining the device) hold back new correctness
-        queued = sum(1 for s in state.values() if s[0] in ("want_p", "beside", "want_alone", "alone"))
-        draining = draining and queued > 0
-        timing_soon = draining or queued >= batch
+        # a timing place held or awaited holds back new correctness stages (kbv.eval.gate)
+        timing_soon = any(s[0] in ("want_p", "beside", "want_alone", "alone") for s in state.values())
         running_c = [i for i, s in state.items() if s[0] == "c"]
         used = sum(pairs[i].need for i in running_c) + (pairs[place].need if place is not None else 0)
         # admissions, in order of arrival (a held-back stage is not overtaken)
@@ -96,19 +88,9 @@ def simulate(pairs: list[Pair], in_flight: int, max_correctness: int, alpha: flo
             s = state[i]
             if s[0] == "want_p" and place is None:
                 place, s[0], s[1] = i, "beside", pairs[i].beside
-            if s[0] == "want_alone":
-                asked_at = t if asked_at is None else asked_at
-                # what could still start beside it: the first correctness stage asking (none overtakes it), if it
-                # fits, or a pair not yet in flight
-                first = next((j for j in sorted(state) if state[j][0] == "want_c"), None)
-                wanting = (bool(waiting) and len(state) < in_flight) or first is not None and (
-                    len(running_c) < max_correctness and used + pairs[first].need <= capacity)
-                go = timing_soon or not (running_c or wanting) or t - asked_at >= batch_wait
-                if go:
-                    draining = True  # new correctness waits; the alone part waits for those inside
-                if go and not running_c and not alone_busy:
-                    s[0], s[1] = "alone", pairs[i].alone
-                    alone_busy, asked_at = True, None
+            if s[0] == "want_alone" and not running_c and not alone_busy:
+                s[0], s[1] = "alone", pairs[i].alone
+                alone_busy = True
         k = len(running_c)
         rate = 1.0 / (1.0 + alpha * (k - 1)) if k else 1.0
         t += step
@@ -164,13 +146,9 @@ def main() -> int:
              (f"... --gpu-share {args.share + 1}", split, args.share + 1, args.share + 1),
              ("set-up and memory beside, longest pairs first (kbv.eval.memory_needs.longest_first)",
               sorted(split, key=lambda p: -(p.correctness + p.beside + p.alone)), args.share, args.share)]
-    rules = [(name, pairs, flight, most, 1) for name, pairs, flight, most in rules]
-    rules += [(f"set-up and memory beside, timing in batches of {m} ({args.share + m - 1} in flight, correctness at "
-               f"most {args.share}: KBV_TIMING_BATCH={m})", split, args.share + m - 1, args.share, m)
-              for m in range(2, args.share + 1)]
     rows = []
-    for name, pairs, flight, most, batch in rules:
-        seconds = simulate(pairs, flight, most, alpha, capacity, step=0.01, batch=batch)
+    for name, pairs, flight, most in rules:
+        seconds = simulate(pairs, flight, most, alpha, capacity, step=0.01)
         rows.append({"rule": name, "in_flight": flight, "max_correctness": most, "batch_s": round(seconds, 1),
                      "per_hour": round(3600 * len(pairs) / seconds, 1)})
     print(json.dumps({"records": str(args.records), "pairs": len(records), "measured_s": measured,
