@@ -268,6 +268,9 @@ REFERENCE_AFTER_CANDIDATE_MAX: Final = 1.2
 # on a GPU only (CLEAN_REFERENCE_DEFAULT; KBV_CLEAN_REFERENCE=1 or 0 always or never): on the CPU the stopped
 # worker leaves nothing running, and there the ratio is recorded only.
 CLEAN_REFERENCE_DEFAULT: Final[dict[str, bool]] = {"cpu": False, "cuda": True}
+# Not yet explained: sub-ms matmul references timed against themselves read above it and were confirmed by their
+# fresh pair on an H100, 2 of 150 evaluations (level1/14: 1.27, then 1.23; level1/12: 1.26, then 1.47;
+# h100-2026-12-07), false `reference_slowed`; every reading above 1.1 there (8 of 47) was one of level1/12-16.
 REFERENCE_CLEAN_MAX: Final = 1.2
 # A clean command can read slow with nothing of the candidate's left: on the H100 honest pairs read 0.43-1.07 by the
 # ratio above (level1/29's clean command 10.0 ms against 4.3 beside the candidate, as its pair's first command also
@@ -599,7 +602,9 @@ PIPELINE_MAX_BYTES: Final = 1 * 2**30
 # batches (convolutions with large intermediates up to 3.4 times over it, matmuls with a 4 GiB output 1.35 times),
 # and those stages ran out of memory beside other pairs and ran again alone; these factors and the base below,
 # fitted to the same 55, cover 53, expecting 1.33 times what was held on average, at most 2.13 times
-# (docs/results/h100-2026-12-06-h/memory_estimates.py).
+# (docs/results/h100-2026-12-06-h/memory_estimates.py). First run in a batch on an H100 (h100-2026-12-07, 30 reward
+# pairs, nothing cached): every one of the 30 held no more than expected (expected over held 1.04-1.65, mean 1.33)
+# and no correctness stage ran again (e0bf4a0's six times, on another machine: 14 of 30 held more, 1 ran again).
 SHARED_CORRECTNESS_MEMORY_FACTORS: Final = {"inputs": 5, "outputs": 9, "intermediates": 3}
 # ... plus this much for the two processes themselves (CUDA contexts, the allocators' first blocks, the libraries'
 # workspaces): the least any of 50 reward pairs' correctness stages held on the H200 was 2.2 GiB, for 0.15 GiB
