@@ -32,6 +32,7 @@ from kbv.eval.runner import Progress, run_pairs  # noqa: E402
 from kbv.problems import discover, resolve_suite  # noqa: E402
 from kbv.problems.candidates import Candidate, Pair, pair_candidates, write_reference_candidate  # noqa: E402
 from kbv.records import read_records  # noqa: E402
+from kbv.report.metrics import gpu_use  # noqa: E402
 
 
 LARGE_OUTPUT_BYTES = 256 * 2**20  # issue 13's large-output goal: outputs of at least this much
@@ -85,50 +86,6 @@ def sharing(records: list[dict]) -> dict:
             "memory_underestimated": sum(1 for h in compared if h["together_max"] > h["expected"]),
             "memory_held_over_expected_max": round(max((h["together_max"] / h["expected"] for h in compared),
                                                        default=0.0), 3) or None}
-
-
-def gpu_timeline(records: list[dict]) -> dict | None:
-    """What the shared GPU was doing over the batch, from each record's ``env.timeline`` (``PairContext.mark``:
-    wall-clock seconds, so pairs line up): from the first correctness stage asked for to the last timing place
-    left, the seconds a timing stage held the device alone (``alone_s``), one or more correctness stages ran with no
-    timing alone (``correctness_s``; ``correctness_mean_inside``: how many on average then), only a timing stage's
-    set-up or wind-down ran beside nothing (``place_only_s``), and nothing of any pair's was on it (``idle_s``: the
-    gaps the schedule left). None where no record has a timeline (an unshared GPU)."""
-    events: list[tuple[float, str, int]] = []
-    for r in records:
-        t = (r.get("env") or {}).get("timeline") or {}
-        for kind, start, end in (("correctness", "correctness_in", "correctness_out"),
-                                 ("correctness", "correctness_rerun_in", "correctness_rerun_out"),
-                                 ("alone", "alone_in", "alone_out"), ("alone", "performance_rerun_in",
-                                                                      "performance_rerun_out"),
-                                 ("place", "place_in", "place_out")):
-            if isinstance(t.get(start), (int, float)) and isinstance(t.get(end), (int, float)):
-                events += [(float(t[start]), kind, 1), (float(t[end]), kind, -1)]
-    asked = [float(t["correctness_asked"]) for r in records
-             if isinstance(t := (r.get("env") or {}).get("timeline") or {}, dict)
-             and isinstance(t.get("correctness_asked"), (int, float))]
-    if not events:
-        return None
-    events.sort(key=lambda e: (e[0], e[2]))  # at one instant, leaving before entering
-    begin = min([events[0][0], *asked])
-    inside = {"correctness": 0, "alone": 0, "place": 0}
-    spent = {"alone_s": 0.0, "correctness_s": 0.0, "place_only_s": 0.0, "idle_s": 0.0}
-    weighted, last = 0.0, begin
-    for when, kind, step in events:
-        span = when - last
-        if inside["alone"]:
-            spent["alone_s"] += span
-        elif inside["correctness"]:
-            spent["correctness_s"] += span
-            weighted += span * inside["correctness"]
-        elif inside["place"]:
-            spent["place_only_s"] += span
-        else:
-            spent["idle_s"] += span
-        inside[kind] += step
-        last = when
-    return {"span_s": round(last - begin, 2), **{k: round(v, 2) for k, v in spent.items()},
-            "correctness_mean_inside": round(weighted / spent["correctness_s"], 2) if spent["correctness_s"] else None}
 
 
 def select(problems: str, only: str | None, levels: str | None, ids: str | None = None) -> list:
@@ -262,7 +219,7 @@ def main() -> int:
         summary["large_output_fit"] = {"pairs": len(large), "s_per_extra_gib": round(fit.slope, 3),
                                        "s_at_zero": round(fit.intercept, 3)}
     summary["sharing"] = sharing(records)
-    summary["gpu_timeline"] = gpu_timeline(records)
+    summary["gpu_timeline"] = gpu_use(records)  # what the shared GPU was doing (kbv report shows it too)
     (args.out / "pair_cost.json").write_text(json.dumps(summary, indent=1))
     print(json.dumps({k: v for k, v in summary.items() if k != "rows"}, indent=1))
     return 0

@@ -200,6 +200,37 @@ def test_where_the_time_went_per_run(tmp_path) -> None:
     assert sum(v["share"] for k, v in spent.items() if "/" not in k) == pytest.approx(1.0)
 
 
+def test_the_shared_gpu_section_splits_a_run_by_what_held_the_gpu(tmp_path) -> None:
+    """Under ``--gpu-share`` each record's ``env.timeline`` says when its pair asked for and held the shared GPU;
+    ``kbv report`` shows, per run, the seconds a timing held it alone, correctness stages ran (and how many at once),
+    only a timing's set-up ran, and nothing ran. A run without timelines (one pair at a time) has no such section."""
+    from kbv.report.metrics import gpu_use
+
+    lines = [{"correctness_asked": 0.0, "correctness_in": 1.0, "correctness_out": 5.0,
+              "place_in": 5.0, "alone_in": 6.0, "alone_out": 8.0, "place_out": 9.0},
+             {"correctness_asked": 0.5, "correctness_in": 3.0, "correctness_out": 6.0,
+              "place_in": 9.0, "alone_in": 10.0, "alone_out": 11.0, "place_out": 12.0}]
+    records = [rec(P1, "correct", "correct", 1.0, 1.0, dists=D_PASS) | {"env": {"timeline": t}} for t in lines]
+    records.append(rec(P2, "correct", "correct", 1.0, 1.0, dists=D_PASS) | {"env": {}})
+    use = gpu_use(records)
+    # 0-1 nothing; 1-3 one correctness stage, 3-5 two, 5-6 one (beside a place); 6-8 alone; 8-10 set-up only;
+    # 10-11 alone; 11-12 wind-down only
+    assert use == {"span_s": 12.0, "alone_s": 3.0, "correctness_s": 5.0, "place_only_s": 3.0, "idle_s": 1.0,
+                   "correctness_mean_inside": 1.4}
+    assert gpu_use([records[2]]) is None
+    path = _write(tmp_path / "g.jsonl", records)
+    runner = CliRunner()
+    md = runner.invoke(main, ["report", str(path), "--format", "markdown"]).output
+    assert "## The shared GPU" in md and "| g | 12.0 | 3.0 | 5.0 | 1.40 | 3.0 | 1.0 |" in md
+    assert json.loads(runner.invoke(main, ["report", str(path), "--format", "json"]).output)["gpu_use"]["g"] == use
+    assert "The shared GPU" in runner.invoke(main, ["report", str(path)]).output
+    html = tmp_path / "g.html"
+    assert runner.invoke(main, ["report", str(path), "--html", str(html)]).exit_code == 0
+    assert '<h2 id="gpu">The shared GPU</h2>' in html.read_text()
+    plain = _write(tmp_path / "p.jsonl", [records[2]])
+    assert "The shared GPU" not in runner.invoke(main, ["report", str(plain), "--format", "markdown"]).output
+
+
 def test_a_long_note_is_shortened_visibly() -> None:
     """The per-candidate table's note keeps at most NOTE_CHARS characters and says so with "…" (a cut reason read as
     whole would mislead); a short one is left as it is."""

@@ -1877,20 +1877,6 @@ def test_the_benchmarks_sharing_summary_adds_waits_and_compares_memory() -> None
     assert pair_cost.sharing(records[1:])["device_alone_s"] is None  # not shared: no figure
 
 
-def test_the_benchmarks_gpu_timeline_splits_the_batch_by_what_held_the_gpu() -> None:
-    """``pair_cost.gpu_timeline``: from the records' ``env.timeline``, the batch's seconds with a timing alone, with
-    correctness stages (and how many on average), with only a timing place's set-up, and with nothing on the GPU."""
-    records = [{"env": {"timeline": {"correctness_asked": 0.0, "correctness_in": 1.0, "correctness_out": 5.0,
-                                     "place_in": 5.0, "alone_in": 6.0, "alone_out": 8.0, "place_out": 9.0}}},
-               {"env": {"timeline": {"correctness_asked": 0.5, "correctness_in": 3.0, "correctness_out": 6.0,
-                                     "place_in": 9.0, "alone_in": 10.0, "alone_out": 11.0, "place_out": 12.0}}},
-               {"env": {}}]
-    line = pair_cost.gpu_timeline(records)
-    assert line == {"span_s": 12.0, "alone_s": 3.0, "correctness_s": 5.0, "place_only_s": 3.0, "idle_s": 1.0,
-                    "correctness_mean_inside": 1.4}
-    assert pair_cost.gpu_timeline([{"env": {}}]) is None  # an unshared GPU marks nothing
-
-
 def test_correctness_trials_with_large_tensors_run_one_at_a_time(fake, tmp_path, monkeypatch) -> None:
     """Issue 13: where a trial's inputs and outputs exceed ``PIPELINE_MAX_BYTES`` (a pipelined reference holds two
     trials' worth of device memory), the reference draws the next trial only once the last is judged."""

@@ -18,8 +18,8 @@ from typing import Any, Callable, Iterable
 
 from kbv.report.agent import AGENT_NOTE, agent_rows
 from kbv.report.metrics import (Decomposition, GroupSummary, RunComparison, attainment_of, finite_number)
-from kbv.report.text import (NO_TF32_EFFECT, TIME_NOTE, ceilings_source, group_records, human_bytes, pct,
-                             speedup_cell, tf32_possible, time_rows, times)
+from kbv.report.text import (GPU_NOTE, NO_TF32_EFFECT, TIME_NOTE, ceilings_source, gpu_rows, group_records,
+                             human_bytes, pct, speedup_cell, tf32_possible, time_rows, times)
 from kbv.protocol import FAST_P_THRESHOLDS, VERDICT_PRECEDENCE
 
 CSS_PX_PER_INCH = 96
@@ -469,6 +469,17 @@ def time_section(comparison: RunComparison) -> str:
     return f'<h2 id="time">Where the time went</h2><p class="note">{esc(TIME_NOTE)}</p>' + _table([head], body, "time")
 
 
+def gpu_section(comparison: RunComparison) -> str:
+    """The "The shared GPU" table (``kbv.report.text.gpu_rows``), every cell escaped; empty without a shared GPU."""
+    if not comparison.gpu_use:
+        return ""
+    header, rows = gpu_rows(comparison)
+    head = "".join(f'<th class="label">{esc(h)}</th>' if i < 1 else f"<th>{esc(h)}</th>" for i, h in enumerate(header))
+    body = ["<tr>" + "".join(_td(esc(c), "label" if i < 1 else "num") for i, c in enumerate(row)) + "</tr>"
+            for row in rows]
+    return f'<h2 id="gpu">The shared GPU</h2><p class="note">{esc(GPU_NOTE)}</p>' + _table([head], body, "gpu")
+
+
 def render_html(comparison: RunComparison, title: str = "kbv report") -> str:
     """The whole report as one self-contained HTML page."""
     sections = [
@@ -482,6 +493,7 @@ def render_html(comparison: RunComparison, title: str = "kbv report") -> str:
         _generation_section(comparison),
         agent_section(comparison),
         time_section(comparison),
+        gpu_section(comparison),
         '<h2 id="plots">Plots</h2>',
         plots_section(comparison),
         '<h2 id="decomposition">From the standard to the verified figure</h2>',

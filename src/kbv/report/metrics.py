@@ -483,6 +483,7 @@ class RunComparison:
     generation: dict[str, dict[str, Any]] = field(default_factory=dict)  # run -> kbv.study.figures, where generated
     agent: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # run -> kbv.agent summaries, agent runs
     time_spent: dict[str, dict[str, dict[str, float | None]]] = field(default_factory=dict)  # run -> time_breakdown
+    gpu_use: dict[str, dict[str, float | None]] = field(default_factory=dict)  # run -> gpu_use, runs on a shared GPU
 
 
 TIME_STAGES = ("compile", "correctness", "performance")
@@ -516,6 +517,55 @@ def time_breakdown(records: list[dict[str, Any]]) -> dict[str, dict[str, float |
             for k in keys}
 
 
+# a record's env.timeline events (kbv.eval.context.PairContext.mark) that open and close what held the shared GPU
+GPU_SPANS = (("correctness", "correctness_in", "correctness_out"),
+             ("correctness", "correctness_rerun_in", "correctness_rerun_out"),
+             ("alone", "alone_in", "alone_out"), ("alone", "performance_rerun_in", "performance_rerun_out"),
+             ("place", "place_in", "place_out"))
+
+
+def gpu_use(records: list[dict[str, Any]]) -> dict[str, float | None] | None:
+    """What a GPU shared by a run's pairs (``--gpu-share``) was doing, from the records' ``env.timeline``
+    (wall-clock seconds, so pairs line up; one GPU's pairs assumed): from the first correctness stage asked for to
+    the last timing place left (``span_s``), the seconds a timing stage held the device alone (``alone_s``: a run
+    again alone counts here too), one or more correctness stages ran with none alone (``correctness_s``;
+    ``correctness_mean_inside``: how many on average then), only a timing place's set-up or wind-down ran
+    (``place_only_s``), and nothing of the run's was on it (``idle_s``). None where no record has a timeline."""
+    events: list[tuple[float, str, int]] = []
+    asked: list[float] = []
+    for r in records:
+        env = r.get("env") if isinstance(r.get("env"), dict) else {}
+        line = env.get("timeline") if isinstance(env.get("timeline"), dict) else {}
+        for kind, start, end in GPU_SPANS:
+            t0, t1 = finite_number(line.get(start)), finite_number(line.get(end))
+            if t0 is not None and t1 is not None and t1 >= t0:
+                events += [(t0, kind, 1), (t1, kind, -1)]
+        if (t := finite_number(line.get("correctness_asked"))) is not None:
+            asked.append(t)
+    if not events:
+        return None
+    events.sort(key=lambda e: (e[0], e[2]))  # at one instant, leaving before entering
+    begin = min([events[0][0], *asked])
+    inside = {"correctness": 0, "alone": 0, "place": 0}
+    spent = {"alone_s": 0.0, "correctness_s": 0.0, "place_only_s": 0.0, "idle_s": 0.0}
+    weighted, last = 0.0, begin
+    for when, kind, step in events:
+        span = when - last
+        if inside["alone"]:
+            spent["alone_s"] += span
+        elif inside["correctness"]:
+            spent["correctness_s"] += span
+            weighted += span * inside["correctness"]
+        elif inside["place"]:
+            spent["place_only_s"] += span
+        else:
+            spent["idle_s"] += span
+        inside[kind] += step
+        last = when
+    return {"span_s": round(last - begin, 2), **{k: round(v, 2) for k, v in spent.items()},
+            "correctness_mean_inside": round(weighted / spent["correctness_s"], 2) if spent["correctness_s"] else None}
+
+
 def compare_runs(runs: dict[str, list[dict[str, Any]]], suite: Iterable[str] | None = None) -> RunComparison:
     runs = separate_candidates(runs)  # two candidates for one (problem, sample) are never merged
     universe = universe_of(runs, suite)
@@ -531,4 +581,5 @@ def compare_runs(runs: dict[str, list[dict[str, Any]]], suite: Iterable[str] | N
         decomposition={label: decompose_by_level(records, universe) for label, records in runs.items()},
         fast_p_curves=curves,
         time_spent={label: time_breakdown(records) for label, records in runs.items()},
+        gpu_use={label: use for label, records in runs.items() if (use := gpu_use(records)) is not None},
     )

@@ -455,6 +455,25 @@ TIME_NOTE = ("Where the time went: seconds per pair from the records' wall_secon
              "(correctness plus performance) summed over the run's pairs.")
 
 
+GPU_NOTE = ("The shared GPU (--gpu-share): from the records' env.timeline, from the first correctness stage asked for "
+            "to the last timing left, the seconds a timing held the GPU alone, correctness stages ran (how many at "
+            "once on average), only a timing's set-up or wind-down ran, and nothing of the run's ran.")
+
+
+def gpu_rows(comparison: RunComparison) -> tuple[list[str], list[list[str]]]:
+    """Each run on a shared GPU: its span and what held the GPU over it (``kbv.report.metrics.gpu_use``)."""
+    header = ["run", "span s", "timing alone s", "correctness s", "correctness at once", "set-up only s", "idle s"]
+    rows = []
+    for run in comparison.runs:
+        use = comparison.gpu_use.get(run)
+        if use:
+            inside = use.get("correctness_mean_inside")
+            rows.append([run, f"{use['span_s']:.1f}", f"{use['alone_s']:.1f}", f"{use['correctness_s']:.1f}",
+                         f"{inside:.2f}" if inside is not None else "-", f"{use['place_only_s']:.1f}",
+                         f"{use['idle_s']:.1f}"])
+    return header, rows
+
+
 def time_rows(comparison: RunComparison) -> tuple[list[str], list[list[str]]]:
     """Each run's stages, then their parts (largest first): pairs, median and total seconds, share."""
     header = ["run", "stage / part", "pairs", "median s", "total s", "share"]
@@ -498,6 +517,10 @@ def print_report(comparison: RunComparison, console: Console | None = None, per_
         print_table(console, "Where the time went", *time_rows(comparison), keep=2,
                     right=("pairs", "median s", "total s", "share"))
         console.print(TIME_NOTE, highlight=False)
+    if comparison.gpu_use:
+        header, rows = gpu_rows(comparison)
+        print_table(console, "The shared GPU", header, rows, keep=1, right=tuple(header[1:]))
+        console.print(GPU_NOTE, highlight=False)
     console.print(
         f"Over {len(comparison.universe)} problem{'s' if len(comparison.universe) != 1 else ''}, one sample each "
         "(sample 0, else the lowest); missing kernels count as failed; "
@@ -560,6 +583,8 @@ def markdown_report(comparison: RunComparison) -> str:
         parts += ["## Agent runs", "", AGENT_NOTE, "", table(*agent_rows(comparison.agent)), ""]
     if any(comparison.time_spent.values()):
         parts += ["## Where the time went", "", TIME_NOTE, "", table(*time_rows(comparison)), ""]
+    if comparison.gpu_use:
+        parts += ["## The shared GPU", "", GPU_NOTE, "", table(*gpu_rows(comparison)), ""]
     return "\n".join(parts)
 
 
