@@ -10,7 +10,7 @@ against itself, read 1.23-1.47 times slower beside the candidate's process than 
 (level1/12 and level1/14, docs/results/h100-2026-12-07). This benchmark separates the process's presence from
 everything else the harness does: each problem's reference is timed here by ``kbv.worker.timer.time_calls`` (the
 worker's own timer: cache flush, events, device-wide synchronize; each trial's floating-point inputs redrawn in place
-first, on the device; the verified baseline's flags) in ``--rounds`` rounds, each round under three conditions:
+first, on the device, as ``recording_cost.py``'s plain mode does; the verified baseline's flags) in ``--rounds`` rounds, each round under three conditions:
 ``alone`` (no other process of ours), ``idle`` (a neighbour process that started CUDA, built the same model and ran a
 few forwards, now waiting on its stdin) and ``stopped`` (that neighbour sent SIGSTOP, as kbv freezes an idle worker).
 Even rounds go idle, stopped, alone (the neighbour killed and waited for, as the candidate's processes are before the
@@ -38,8 +38,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import torch  # noqa: E402
 
-from kbv.protocol import TIMING_RULES  # noqa: E402
-from kbv.worker import timer  # noqa: E402
+import recording_cost  # noqa: E402
 from recording_cost import load, problem_file, to  # noqa: E402
 
 CONDITIONS = ("alone", "idle", "stopped")
@@ -81,18 +80,8 @@ class Neighbour:
 
 
 def timed(model: torch.nn.Module, inputs: list[Any], device: str, trials: int) -> float:
-    """One timing command of ``model``: its median per call in ms."""
-    def call() -> Any:
-        with torch.no_grad():
-            return model(*inputs)
-
-    def prepare(index: int) -> None:
-        for x in inputs:
-            if isinstance(x, torch.Tensor) and x.is_floating_point():
-                x.normal_()
-
-    rule = TIMING_RULES["cuda" if device.startswith("cuda") else "cpu"]
-    return float(statistics.median(timer.time_calls(call, device, rule, max_trials=trials, prepare=prepare)["times_ms"]))
+    """One timing command of ``model``: its median per call in ms (``recording_cost.timed``'s plain mode)."""
+    return float(recording_cost.timed(model, inputs, device, trials, "plain")["median_ms"])
 
 
 def one_round(model: torch.nn.Module, inputs: list[Any], path: Path, device: str, trials: int,
