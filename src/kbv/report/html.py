@@ -457,27 +457,28 @@ def agent_section(comparison: RunComparison) -> str:
     return f'<h2 id="agent">Agent runs</h2><p class="note">{esc(AGENT_NOTE)}</p>' + _table([head], body, "agent")
 
 
+def _figures_section(section_id: str, title: str, note: str, header: list[str], rows: list[list[str]],
+                     labels: int) -> str:
+    """A titled table of figures: its first ``labels`` columns labels, the rest numbers, every cell escaped."""
+    head = "".join(f'<th class="label">{esc(h)}</th>' if i < labels else f"<th>{esc(h)}</th>"
+                   for i, h in enumerate(header))
+    body = ["<tr>" + "".join(_td(esc(c), "label" if i < labels else "num") for i, c in enumerate(row)) + "</tr>"
+            for row in rows]
+    return f'<h2 id="{section_id}">{esc(title)}</h2><p class="note">{esc(note)}</p>' + _table([head], body, section_id)
+
+
 def time_section(comparison: RunComparison) -> str:
     """The "Where the time went" table (``kbv.report.text.time_rows``), every cell escaped."""
     if not any(comparison.time_spent.values()):
         return ""
-    header, rows = time_rows(comparison)
-    head = "".join(f'<th class="label">{esc(h)}</th>' if i < 2 else f"<th>{esc(h)}</th>"
-                   for i, h in enumerate(header))
-    body = ["<tr>" + "".join(_td(esc(c), "label" if i < 2 else "num") for i, c in enumerate(row)) + "</tr>"
-            for row in rows]
-    return f'<h2 id="time">Where the time went</h2><p class="note">{esc(TIME_NOTE)}</p>' + _table([head], body, "time")
+    return _figures_section("time", "Where the time went", TIME_NOTE, *time_rows(comparison), labels=2)
 
 
 def gpu_section(comparison: RunComparison) -> str:
     """The "The shared GPU" table (``kbv.report.text.gpu_rows``), every cell escaped; empty without a shared GPU."""
     if not comparison.gpu_use:
         return ""
-    header, rows = gpu_rows(comparison)
-    head = "".join(f'<th class="label">{esc(h)}</th>' if i < 1 else f"<th>{esc(h)}</th>" for i, h in enumerate(header))
-    body = ["<tr>" + "".join(_td(esc(c), "label" if i < 1 else "num") for i, c in enumerate(row)) + "</tr>"
-            for row in rows]
-    return f'<h2 id="gpu">The shared GPU</h2><p class="note">{esc(GPU_NOTE)}</p>' + _table([head], body, "gpu")
+    return _figures_section("gpu", "The shared GPU", GPU_NOTE, *gpu_rows(comparison), labels=1)
 
 
 def render_html(comparison: RunComparison, title: str = "kbv report") -> str:
