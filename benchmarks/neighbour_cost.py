@@ -14,9 +14,13 @@ first, on the device, as ``recording_cost.py``'s plain mode does; the verified b
 ``alone`` (no other process of ours), ``idle`` (a neighbour process that started CUDA, built the same model and ran a
 few forwards, now waiting on its stdin) and ``stopped`` (that neighbour sent SIGSTOP, as kbv freezes an idle worker).
 Even rounds go idle, stopped, alone (the neighbour killed and waited for, as the candidate's processes are before the
-clean command); odd rounds alone first, then idle and stopped. Per problem: each condition's median of the rounds'
-medians and their ratios to ``alone`` (the clean rule's ratio would read ``stopped`` over ``alone``). Results:
-``<out>/neighbour_cost.json``. Figures are what this run measured.
+clean command); odd rounds alone first, then idle and stopped. With ``--fresh N``, the same model is then timed alone
+in N fresh processes one after another (``fresh``: each builds the model from the same seeds, runs one command to warm
+up, then times one), which asks the other question: whether a whole process of the reference reads slower than
+another, with no neighbour at all. Per problem: each condition's median of the rounds' medians and their ratios to
+``alone`` (the clean rule's ratio would read ``stopped`` over ``alone``), and the fresh processes' medians, their
+spread (slowest over fastest) and their ratios to ``alone``. Results: ``<out>/neighbour_cost.json``. Figures are what
+this run measured.
 """
 
 from __future__ import annotations
@@ -84,6 +88,24 @@ def timed(model: torch.nn.Module, inputs: list[Any], device: str, trials: int) -
     return float(recording_cost.timed(model, inputs, device, trials, "plain")["median_ms"])
 
 
+def fresh_process(path: Path, device: str, trials: int) -> float:
+    """The problem's model timed alone in a fresh process (this script's ``--child``): its median per call in ms."""
+    proc = subprocess.run([sys.executable, __file__, "--child", str(path), "--pairs", "-", "--device", device, "--trials",
+                           str(trials), "--out", os.devnull], capture_output=True, text=True, timeout=300)
+    if proc.returncode != 0:
+        raise SystemExit(f"a fresh process failed (exit {proc.returncode}): {proc.stderr.strip()[-300:]}")
+    return float(proc.stdout.strip().splitlines()[-1])
+
+
+def build(path: Path, device: str) -> tuple[torch.nn.Module, list[Any]]:
+    """The problem's model and inputs on ``device``, from fixed seeds (the same in every process)."""
+    problem = load(path, "neighbour_cost_" + re.sub(r"\W", "_", path.stem))
+    torch.manual_seed(0)
+    model = problem.Model(*problem.get_init_inputs()).to(device).eval()
+    torch.manual_seed(1)
+    return model, [to(x, device) for x in problem.get_inputs()]
+
+
 def one_round(model: torch.nn.Module, inputs: list[Any], path: Path, device: str, trials: int,
               alone_first: bool) -> dict[str, float]:
     """The three conditions' medians in one round (``alone_first``: before the neighbour starts, else after it is
@@ -110,31 +132,42 @@ def main() -> int:
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--trials", type=int, default=100, help="timed trials per command (at most)")
+    ap.add_argument("--fresh", type=int, default=0, help="then time it alone in this many fresh processes")
+    ap.add_argument("--child", type=Path, help=argparse.SUPPRESS)  # a fresh process: time this problem file once
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True  # the verified baseline's flags
+    if args.child:
+        model, inputs = build(args.child, args.device)
+        timed(model, inputs, args.device, args.trials)  # warm-up: a first command of a process pays its set-up
+        print(timed(model, inputs, args.device, args.trials), flush=True)
+        return 0
     args.out.mkdir(parents=True, exist_ok=True)
     rows = []
     for key in [k.strip() for k in args.pairs.split(",") if k.strip()]:
         path = problem_file(args.problems, key)
-        problem = load(path, "neighbour_cost_" + re.sub(r"\W", "_", key))
-        torch.manual_seed(0)
-        model = problem.Model(*problem.get_init_inputs()).to(args.device).eval()
-        torch.manual_seed(1)
-        inputs = [to(x, args.device) for x in problem.get_inputs()]
+        model, inputs = build(path, args.device)
         rounds = [one_round(model, inputs, path, args.device, args.trials, alone_first=i % 2 == 1)
                   for i in range(args.rounds)]
         medians = {c: statistics.median(r[c] for r in rounds) for c in CONDITIONS}
-        row = {"pair": key, "problem": path.name, "rounds_ms": rounds, "median_ms": medians,
-               "over_alone": {c: medians[c] / medians["alone"] for c in ("idle", "stopped")}}
-        rows.append(row)
-        print(json.dumps({k: row[k] for k in ("pair", "median_ms", "over_alone")}), flush=True)
+        row: dict[str, Any] = {"pair": key, "problem": path.name, "rounds_ms": rounds, "median_ms": medians,
+                               "over_alone": {c: medians[c] / medians["alone"] for c in ("idle", "stopped")}}
         del model, inputs
         if args.device.startswith("cuda"):
             torch.cuda.empty_cache()
+        if args.fresh:
+            fresh = [fresh_process(path, args.device, args.trials) for _ in range(args.fresh)]
+            row["fresh_ms"] = fresh
+            row["fresh_spread"] = max(fresh) / min(fresh)
+            row["fresh_over_alone"] = [f / medians["alone"] for f in fresh]
+        rows.append(row)
+        print(json.dumps({k: row[k] for k in ("pair", "median_ms", "over_alone", "fresh_spread") if k in row}),
+              flush=True)
     summary = {"device": torch.cuda.get_device_name() if args.device.startswith("cuda") else "cpu",
                "torch": torch.__version__, "rounds": args.rounds, "trials": args.trials, "pairs": len(rows),
-               "stopped_over_alone_max": max((r["over_alone"]["stopped"] for r in rows), default=None), "rows": rows}
+               "stopped_over_alone_max": max((r["over_alone"]["stopped"] for r in rows), default=None),
+               "fresh_spread_max": max((r["fresh_spread"] for r in rows if "fresh_spread" in r), default=None),
+               "rows": rows}
     (args.out / "neighbour_cost.json").write_text(json.dumps(summary, indent=1))
     print(json.dumps({k: v for k, v in summary.items() if k != "rows"}, indent=1))
     return 0

@@ -14,7 +14,8 @@ case $1 in
      g "$(( $(left) - 5 ))" n2base "${BATCH[@]}" ;;
   # 3. does another process on the GPU slow the sub-ms matmuls the clean rule flagged falsely (h100-2026-12-07)?
   # then kbv beside KernelBench's harness over the 20 named pairs (goal <= 1) with what is left
-  3) timeout 200 python3 benchmarks/neighbour_cost.py --pairs level1/12,level1/14,level1/15,level1/16,level1/1 \
-       --device cuda --out $OUT/neighbour >> $C 2>&1; echo "== neighbour rc=$? at $((SECONDS-S)) s" >> $C
+  #    (and with --fresh, whether a whole process of the reference reads slower than another, with no neighbour)
+  3) timeout 200 python3 benchmarks/neighbour_cost.py --pairs level1/12,level1/14,level1/16,level1/1 --rounds 3 \
+       --fresh 3 --device cuda --out $OUT/neighbour >> $C 2>&1; echo "== neighbour rc=$? at $((SECONDS-S)) s" >> $C
      g "$(( $(left) - 5 ))" n3vs --stages vskb --vskb-budget "$(( $(left) - 40 ))" ;;
 esac
