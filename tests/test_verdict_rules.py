@@ -2670,15 +2670,19 @@ def test_a_reference_slowed_beside_the_candidates_process_is_rejected_against_it
         return
     # the clean command came last in its pair, once the candidate's worker had been killed; a flagged pair on a GPU
     # is followed by a fresh pair, cleaned too (here slowed alike: the finding stands)
+    # (a finding on a GPU is read over REFERENCE_CLEAN_POOLED_COMMANDS clean commands, each pair's)
     pairs_timed = 2 if flagged else 1
-    assert [r for r, _ in rounds_seen] == list(range(TIMING_ROUNDS + 1)) * pairs_timed
-    assert full_warmup == ([False] * TIMING_ROUNDS + [True]) * pairs_timed  # only the clean command, after the kill
+    cleans = performance.REFERENCE_CLEAN_POOLED_COMMANDS if flagged else 1
+    assert [r for r, _ in rounds_seen] == list(range(TIMING_ROUNDS + cleans)) * pairs_timed
+    # only the first clean command, after the kill, warms up in full
+    assert full_warmup == ([False] * TIMING_ROUNDS + [True] + [False] * (cleans - 1)) * pairs_timed
     assert not any("candidate" in name for name in rounds_seen[TIMING_ROUNDS - 1][1])
     assert any("candidate" in name for name in rounds_seen[TIMING_ROUNDS][1])
     pair = found["pairs"][0]
     assert pair["pair"] == 0 and pair["verified"]["beside_ms"] == [1.0 + slowed_ms] * TIMING_ROUNDS
     assert pair["verified"]["pooled_ms"] == pytest.approx(1.0 + slowed_ms)
     assert pair["verified"]["clean_ms"] == 1.0 and pair["verified"]["ratio"] == pytest.approx(1.0 + slowed_ms)
+    assert pair["verified"]["clean_from"] == ("pooled" if flagged else "fastest")
     assert found["flagged"] is flagged and found["allowed_ratio"] == performance.REFERENCE_CLEAN_MAX
     assert found["confirmation"] == ({"flagged_pairs": [0], "pair": 1, "confirmed": True, "dropped_pairs": []}
                                      if flagged else None)
@@ -2738,11 +2742,42 @@ def test_a_flag_a_fresh_pair_clears_drops_the_flagged_pairs_times(fake, tmp_path
     reference, rounds = _slowed_reference(lambda n, r: 1.3 if n == 0 and r < TIMING_ROUNDS else 1.0)
     ctx = _cleaned_pair(fake, tmp_path, reference)
     found = ctx.draft.timing_ms["reference_clean"]
-    assert [p["pair"] for p in found["pairs"]] == [0, 1] and rounds == list(range(TIMING_ROUNDS + 1)) * 2
+    pooled = performance.REFERENCE_CLEAN_POOLED_COMMANDS  # the finding read over as many clean commands first
+    assert [p["pair"] for p in found["pairs"]] == [0, 1]
+    assert rounds == list(range(TIMING_ROUNDS + pooled)) + list(range(TIMING_ROUNDS + 1))
     assert found["confirmation"] == {"flagged_pairs": [0], "pair": 1, "confirmed": False, "dropped_pairs": [0]}
     assert found["flagged"] is False and "reference_slowed" not in ctx.evidence.observed
     assert ctx.draft.timing_ms["reference_verified"]["median"] == pytest.approx(1.0)  # the fresh pair's alone
     assert ctx.draft.speedup["verified"]["value"] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("beside_ms, pooling, verdict", [
+    (1.3, True, "correct"), (1.3, False, "rejected"),  # honest: the reference's own two speeds
+    (1.6, True, "rejected"), (1.6, False, "rejected")])  # slowed beside the candidate beyond both
+def test_a_finding_is_read_over_as_many_clean_commands_as_beside_the_candidate(fake, monkeypatch, tmp_path,
+                                                                            beside_ms, pooling, verdict) -> None:
+    """On an H100 whole commands of one reference process ran at one of two speeds (level1/14 at 0.41 or 0.50 ms,
+    with no other process on the GPU: docs/results/h100-2026-12-07-b), so one clean command at the fast speed against
+    four beside the candidate at the slow one read 1.22-1.27, and two honest pairs were rejected as
+    ``reference_slowed`` (h100-2026-12-07). Here every command beside the candidate reads ``beside_ms`` and the
+    clean commands 1.0, then 1.3: a finding after the first, read again over ``REFERENCE_CLEAN_POOLED_COMMANDS``
+    clean commands pooled (1.3). The reference's own two speeds then clear it (no fresh pair); with pooling off
+    (one clean command) they are rejected. A reference slowed beyond both speeds (1.6) is rejected either way."""
+    if not pooling:
+        monkeypatch.setattr(performance, "REFERENCE_CLEAN_POOLED_COMMANDS", 1)
+    reference, rounds = _slowed_reference(
+        lambda n, r: beside_ms if r < TIMING_ROUNDS else 1.0 if r == TIMING_ROUNDS else 1.3)
+    ctx = _cleaned_pair(fake, tmp_path, reference)
+    found = ctx.draft.timing_ms["reference_clean"]
+    first = found["pairs"][0]["verified"]
+    assert first["ratio_before_pooling" if pooling else "ratio"] == pytest.approx(beside_ms)
+    if pooling:
+        assert first["clean_each_ms"] == [1.0, 1.3, 1.3, 1.3] and first["clean_from"] == "pooled"
+        assert first["clean_ms"] == 1.3 and first["ratio"] == pytest.approx(beside_ms / 1.3, abs=1e-4)  # rounded
+        assert rounds[:TIMING_ROUNDS + 4] == list(range(TIMING_ROUNDS + 4))
+    assert (found["confirmation"] is None) is (verdict == "correct")
+    assert decide(ctx.evidence, RULES).verdict == verdict
+    assert ("reference_slowed" in ctx.evidence.observed) is (verdict == "rejected")
 
 
 @pytest.mark.parametrize("retry", [True, False])
@@ -2765,8 +2800,10 @@ def test_a_clean_command_that_reads_slow_is_read_again_and_the_faster_counts(fak
         assert first["ratio"] == pytest.approx(0.75) and "clean_each_ms" not in first
         assert "reference_slowed" not in ctx.evidence.observed
         return
-    assert rounds == list(range(TIMING_ROUNDS + 2)) * 2  # a second clean command in each pair, the fresh one too
-    assert first["clean_each_ms"] == [2.0, 1.0] and first["clean_ms"] == 1.0
+    # a second clean command in each pair, the fresh one too, then (a finding) two more, pooled
+    assert rounds == list(range(TIMING_ROUNDS + performance.REFERENCE_CLEAN_POOLED_COMMANDS)) * 2
+    assert first["clean_each_ms"] == [2.0, 1.0, 1.0, 1.0] and first["clean_ms"] == 1.0
+    assert first["ratio_before_pooling"] == pytest.approx(1.5)
     assert first["ratio"] == pytest.approx(1.5) and found["flagged"] and found["confirmation"]["confirmed"]
     assert decide(ctx.evidence, RULES).verdict == "rejected"
 

@@ -268,10 +268,20 @@ REFERENCE_AFTER_CANDIDATE_MAX: Final = 1.2
 # on a GPU only (CLEAN_REFERENCE_DEFAULT; KBV_CLEAN_REFERENCE=1 or 0 always or never): on the CPU the stopped
 # worker leaves nothing running, and there the ratio is recorded only.
 CLEAN_REFERENCE_DEFAULT: Final[dict[str, bool]] = {"cpu": False, "cuda": True}
-# Not yet explained: sub-ms matmul references timed against themselves read above it and were confirmed by their
-# fresh pair on an H100, 2 of 150 evaluations (level1/14: 1.27, then 1.23; level1/12: 1.26, then 1.47;
-# h100-2026-12-07), false `reference_slowed`; every reading above 1.1 there (8 of 47) was one of level1/12-16.
+# Sub-ms matmul references timed against themselves read above it and were confirmed by their fresh pair on an
+# H100, 2 of 150 evaluations (level1/14: 1.27, then 1.23; level1/12: 1.26, then 1.47; h100-2026-12-07), false
+# `reference_slowed`; every reading above 1.1 there (8 of 47) was one of level1/12-16. The cause (h100-2026-12-07-b,
+# benchmarks/distribution_cost.py and neighbour_cost.py): whole commands of one process run at one of two speeds,
+# level1/14 at 0.41 or 0.50 ms, level1/15 0.39 or 0.45, level1/12 0.09 or 0.11, with no other process on the GPU;
+# an idle or stopped neighbour process did not slow them (stopped over alone 0.85 and 1.00), and fresh processes
+# differed by 1.01-1.02. The pooled median beside the candidate spans four commands, one clean command only one.
 REFERENCE_CLEAN_MAX: Final = 1.2
+# So a finding (a ratio above REFERENCE_CLEAN_MAX) is read again over this many clean commands, their calls pooled as
+# the four beside the candidate are (kbv.eval.performance.PerformanceStage._clean_reference): the reference's own
+# two speeds then weigh alike on both sides. The clean commands are the trusted reference's with no process of the
+# candidate's left, so more of them can clear only what the reference's own spread explains: a candidate that slows
+# every reference command beside it is read against four clean ones as against one.
+REFERENCE_CLEAN_POOLED_COMMANDS: Final = 4
 # A clean command can read slow with nothing of the candidate's left: on the H100 honest pairs read 0.43-1.07 by the
 # ratio above (level1/29's clean command 10.0 ms against 4.3 beside the candidate, as its pair's first command also
 # read; docs/results/h100-2026-12-06-c), and a slow clean reading hides a real slowdown up to its factor. Where any

@@ -32,7 +32,7 @@ from kbv.eval.timed_record import TimedRecords, records
 from kbv.protocol import (
     BURST_DEVICE_BOUND, BURST_INPUT_SETS, BURST_MAX_CALLS, BURST_MAX_WALL_OVER_TIMED, BURST_MAX_WALL_SPEEDUP, BURST_MIN_CLAIM, BURST_MIN_CLAIM_CPU,
     BURST_TARGET_MS, CHANGED_KEPT_MAX, CLEAN_REFERENCE_DEFAULT, FIRST_TIMED_CALL, LENT_CHECKS_KEPT, REFERENCE_CLEAN_MAX,
-    REFERENCE_CLEAN_RETRY_BELOW,
+    REFERENCE_CLEAN_POOLED_COMMANDS, REFERENCE_CLEAN_RETRY_BELOW,
     CPU_MEMORY_REPEATS, REFERENCE_AFTER_CANDIDATE_MAX, IDLE_CPU_SLACK_MS, IDLE_CPU_SLACK_REL, IDLE_GPU_KEPT_SAMPLES, LEND_PREDRAW, DEVICE_IN_USE_SLACK_BYTES, DEVICE_IN_USE_SLACK_REL, STAGE_MEMORY_SLACK_BYTES,
     STAGE_MEMORY_SLACK_REL, STAGE_MEMORY_TRANSIENT_OUTPUTS, DISTRIBUTIONS, JUDGED_TIMED_BYTES_PER_PAIR, JUDGED_TIMED_CALLS_PER_PAIR, MEMORY_SLACK_BYTES,
     REFERENCE_DRIFT_MAX, REFERENCE_REMEASURE_TRIALS, REFERENCE_SHIFTED_SHARE, RING_BYTES, RING_DEVICE_FRACTION, TIMED_DISTRIBUTION_WEIGHTS, TIMING_ROUNDS, TIMING_RULES, TIMING_TRUNCATE_CONFIRM, TIMING_TRUNCATE_FACTOR, timed_call,
@@ -1001,7 +1001,11 @@ class PerformanceStage:
         pair's pooled reference median beside the candidate (what its speedup reads) over the clean command's
         median is ``ratio`` (``timing_ms.reference_clean``, judged in ``_judge_reference_clean``). Where any ratio
         is below ``REFERENCE_CLEAN_RETRY_BELOW`` (the clean command read slow), a second clean command follows and the
-        faster median counts. The clean times enter no speedup: they are not interleaved with the candidate's."""
+        faster median counts. Where any ratio is then above ``REFERENCE_CLEAN_MAX`` (a finding, on a GPU), clean
+        commands follow until there are ``REFERENCE_CLEAN_POOLED_COMMANDS``, and the finding reads the median of all
+        their calls pooled (``clean_from: "pooled"``), as the figure beside the candidate pools its commands: a
+        reference whose whole commands run at one of two speeds is read alike on both sides. The clean times enter
+        no speedup: they are not interleaved with the candidate's."""
         with self.ctx.clock("performance", "process_exit"):
             candidate.kill()
             candidate.close()
@@ -1011,6 +1015,14 @@ class PerformanceStage:
                for b, v in found.items() if b != "pair"):  # it read slow: a second reading, the faster counts
             replies.append(self._clean_command(reference, share, TIMING_ROUNDS + 1, deadline, full_warmup=False))
             found = self._clean_found(pair_index, replies)
+        if self._clean_flagged([found]) and len(replies) < REFERENCE_CLEAN_POOLED_COMMANDS:
+            first = {b: v["ratio"] for b, v in found.items() if b != "pair"}
+            while len(replies) < REFERENCE_CLEAN_POOLED_COMMANDS:
+                replies.append(self._clean_command(reference, share, TIMING_ROUNDS + len(replies), deadline,
+                                                   full_warmup=False))
+            found = self._clean_found(pair_index, replies, pooled=True)
+            for b, ratio in first.items():
+                found[b]["ratio_before_pooling"] = ratio
         self.reference_clean.append(found)
         if self.recorded is not None:
             self._collect_recorded(reference, "reference", deadline)
@@ -1037,21 +1049,26 @@ class PerformanceStage:
         self.ctx.watch(reference, "the clean command")
         return reply
 
-    def _clean_found(self, pair_index: int, replies: list[dict[str, Any]]) -> dict[str, Any]:
+    def _clean_found(self, pair_index: int, replies: list[dict[str, Any]], pooled: bool = False) -> dict[str, Any]:
         """What a pair's clean commands found, per baseline: the reference's commands beside the candidate, the pair's
         pooled reference median, the fastest clean command's median (``clean_ms``; each one's in ``clean_each_ms``
-        where a second ran) and their ratio."""
+        where a second ran), or with ``pooled`` the median of all the clean commands' calls (``clean_from``), and
+        their ratio."""
         found: dict[str, Any] = {"pair": pair_index}
         for b in self.baselines:
-            medians = [statistics.median(times) for reply in replies
-                       if (times := [as_float(t) for t in reply["timing"][b]["times_ms"]])]
+            each = [times for reply in replies if (times := [as_float(t) for t in reply["timing"][b]["times_ms"]])]
+            medians = [statistics.median(times) for times in each]
             beside = self.pair_reference.get(b) or []
-            pooled = self.pair_groups.get(pair_index, {}).get(("reference", b)) or []
-            pooled_ms = statistics.median(pooled) if pooled else None
-            clean_ms = min(medians) if medians else None
+            pooled_beside = self.pair_groups.get(pair_index, {}).get(("reference", b)) or []
+            pooled_ms = statistics.median(pooled_beside) if pooled_beside else None
+            if pooled:
+                clean_ms = statistics.median([t for times in each for t in times]) if each else None
+            else:
+                clean_ms = min(medians) if medians else None
             found[b] = {"beside_ms": [round(t, 5) for t in beside],
                         "pooled_ms": round(pooled_ms, 5) if pooled_ms is not None else None,
                         "clean_ms": round(clean_ms, 5) if clean_ms is not None else None,
+                        "clean_from": "pooled" if pooled else "fastest",
                         "ratio": round(pooled_ms / clean_ms, 4) if pooled_ms and clean_ms else None}
             if len(replies) > 1:
                 found[b]["clean_each_ms"] = [round(m, 5) for m in medians]
