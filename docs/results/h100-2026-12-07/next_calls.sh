@@ -12,13 +12,9 @@ case $1 in
   # 2. correctness workers started ahead for 5 pairs (KBV_LOOKAHEAD_DEPTH; 2 by default), then the default again
   2) KBV_LOOKAHEAD_DEPTH=5 g 260 n2depth5 "${BATCH[@]}"
      g "$(( $(left) - 5 ))" n2base "${BATCH[@]}" ;;
-  # 3. does a kernel's time depend on its timed inputs' distribution (half of each command's calls are D1), so that a
-  # command's median lands on either of two clusters? Then does another process on the GPU slow the sub-ms matmuls the
-  # clean rule flagged falsely (h100-2026-12-07), and does a whole process read slower than another (--fresh)? Then
-  # kbv beside KernelBench's harness over the 20 named pairs (goal <= 1) with what is left
-  3) timeout 120 python3 benchmarks/distribution_cost.py --pairs level1/12,level1/13,level1/14,level1/15,level1/16,level1/1,level1/2,level1/19,level2/1 \
-       --device cuda --out $OUT/distribution >> $C 2>&1; echo "== distribution rc=$? at $((SECONDS-S)) s" >> $C
-     timeout 120 python3 benchmarks/neighbour_cost.py --pairs level1/14,level1/12 --rounds 3 --fresh 3 \
+  # 3. does another process on the GPU slow the sub-ms matmuls the clean rule flagged falsely (h100-2026-12-07)?
+  # then kbv beside KernelBench's harness over the 20 named pairs (goal <= 1) with what is left
+  3) timeout 200 python3 benchmarks/neighbour_cost.py --pairs level1/12,level1/14,level1/15,level1/16,level1/1 \
        --device cuda --out $OUT/neighbour >> $C 2>&1; echo "== neighbour rc=$? at $((SECONDS-S)) s" >> $C
      g "$(( $(left) - 5 ))" n3vs --stages vskb --vskb-budget "$(( $(left) - 40 ))" ;;
 esac
