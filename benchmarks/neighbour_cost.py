@@ -43,7 +43,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import torch  # noqa: E402
 
 import recording_cost  # noqa: E402
-from recording_cost import load, problem_file, to  # noqa: E402
+from recording_cost import load, problem_file, to, write_summary  # noqa: E402
 
 CONDITIONS = ("alone", "idle", "stopped")
 
@@ -168,8 +168,7 @@ def main() -> int:
                "stopped_over_alone_max": max((r["over_alone"]["stopped"] for r in rows), default=None),
                "fresh_spread_max": max((r["fresh_spread"] for r in rows if "fresh_spread" in r), default=None),
                "rows": rows}
-    (args.out / "neighbour_cost.json").write_text(json.dumps(summary, indent=1))
-    print(json.dumps({k: v for k, v in summary.items() if k != "rows"}, indent=1))
+    write_summary(args.out / "neighbour_cost.json", summary)
     return 0
 
 

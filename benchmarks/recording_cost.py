@@ -69,6 +69,12 @@ def to(value: Any, device: str) -> Any:
     return value.to(device) if isinstance(value, torch.Tensor) else value
 
 
+def write_summary(path: Path, summary: dict[str, Any]) -> None:
+    """A benchmark's results: the whole summary to ``path`` as JSON, and all of it but its ``rows`` to stdout."""
+    path.write_text(json.dumps(summary, indent=1))
+    print(json.dumps({k: v for k, v in summary.items() if k != "rows"}, indent=1))
+
+
 MODES = ("plain", "recorded", "recorded_no_lead")
 
 
@@ -170,8 +176,7 @@ def main() -> int:
                                       for role in ("reference", "candidate")} if rows else None
                   for ratio in ("recorded_over_plain", "no_lead_over_plain")},
                "rows": rows}
-    (args.out / "recording_cost.json").write_text(json.dumps(summary, indent=1))
-    print(json.dumps({k: v for k, v in summary.items() if k != "rows"}, indent=1))
+    write_summary(args.out / "recording_cost.json", summary)
     return 0
 
 
