@@ -35,7 +35,7 @@ from kbv.protocol import (
     REFERENCE_CLEAN_POOLED_COMMANDS, REFERENCE_CLEAN_RETRY_BELOW,
     CPU_MEMORY_REPEATS, REFERENCE_AFTER_CANDIDATE_MAX, IDLE_CPU_SLACK_MS, IDLE_CPU_SLACK_REL, IDLE_GPU_KEPT_SAMPLES, LEND_PREDRAW, DEVICE_IN_USE_SLACK_BYTES, DEVICE_IN_USE_SLACK_REL, STAGE_MEMORY_SLACK_BYTES,
     STAGE_MEMORY_SLACK_REL, STAGE_MEMORY_TRANSIENT_OUTPUTS, DISTRIBUTIONS, JUDGED_TIMED_BYTES_PER_PAIR, JUDGED_TIMED_CALLS_PER_PAIR, MEMORY_SLACK_BYTES,
-    REFERENCE_DRIFT_MAX, REFERENCE_REMEASURE_TRIALS, REFERENCE_SHIFTED_SHARE, RING_BYTES, RING_DEVICE_FRACTION, TIMED_DISTRIBUTION_WEIGHTS, TIMING_ROUNDS, TIMING_RULES, TIMING_TRUNCATE_CONFIRM, TIMING_TRUNCATE_FACTOR, timed_call,
+    REFERENCE_DRIFT_MAX, REFERENCE_REMEASURE_COMMANDS, REFERENCE_REMEASURE_TRIALS, REFERENCE_SHIFTED_SHARE, RING_BYTES, RING_DEVICE_FRACTION, TIMED_DISTRIBUTION_WEIGHTS, TIMING_ROUNDS, TIMING_RULES, TIMING_TRUNCATE_CONFIRM, TIMING_TRUNCATE_FACTOR, timed_call,
 )
 from kbv.sandbox import devbusy, devmem, freeze, launch, observe
 from kbv.sandbox.launch import Worker, WorkerFailure
@@ -518,9 +518,11 @@ class PerformanceStage:
                     self.ctx.watch(workers[role], "before the first timed call")
             self.pair_groups[pair_index] = {(role, b): samples[role][b][-1] for role in roles for b in baselines}
             previous: str | None = None  # the role of the pair's last timing command (None before the first)
+            remeasures: list[dict[str, Any]] = []  # a cached reference's short re-measures, each one's finding
             for round_index in range(TIMING_ROUNDS):
-                order = roles if round_index % 2 == 0 else roles[::-1]
-                for role in order:
+                order = list(roles if round_index % 2 == 0 else roles[::-1])
+                while order:
+                    role = order.pop(0)
                     loan = loans[role]
                     lent = loan.lent  # its timed inputs from the lender's slot
                     pacer = self._pacer(round_index, loan.filler(round_index) if lent else None)
@@ -529,9 +531,10 @@ class PerformanceStage:
                     msg["ring_bytes"] = self.ring_bytes  # both roles keep every output: the same work and memory
                     msg["record"] = self.recorded is not None  # both roles alike: the same work around each call
                     msg["release_cached"] = self.release_cached  # both roles alike, as the clean command's
-                    if role == "reference" and cached:
+                    remeasure = role == "reference" and bool(cached)
+                    if remeasure:
                         if round_index or pair_index:
-                            continue  # cached: one short re-measure only
+                            continue  # cached: the short re-measures only
                         msg |= {"share": 1.0, "max_trials": REFERENCE_REMEASURE_TRIALS}
                     if role == "candidate" and ref_call_ms and self.truncation_offered:
                         msg["slow_ms"] = {b: TIMING_TRUNCATE_FACTOR * ms for b, ms in ref_call_ms.items()}
@@ -576,7 +579,8 @@ class PerformanceStage:
                         peaks = timing.get("peak_bytes")  # CUDA: every timed call's own peak allocation
                         if self.ctx.device != "cpu" and isinstance(peaks, list):
                             self.call_memory[role].extend(int(p) for p in peaks if isinstance(p, int))
-                        if role == "reference" and times and previous is not None:  # (the first: neither)
+                        if role == "reference" and times and previous is not None and not remeasure:  # (the
+                            # first: neither; a short re-measure is no full command to compare)
                             self.reference_rounds.setdefault(pair_index, {}).setdefault(
                                 b, {"after": [], "other": []})[
                                 "after" if previous == "candidate" else "other"].append(statistics.median(times))
@@ -618,8 +622,13 @@ class PerformanceStage:
                         each["commands"] += 1
                         each["judged"] += judged
                         kept = []
-                    if role == "reference" and cached and pair_index == 0 and round_index == 0:
-                        self._set_aside_if_slower(cached, samples)
+                    if remeasure:
+                        remeasures.append(self._remeasure_slower(
+                            cached, {b: [as_float(t) for t in reply["timing"][b]["times_ms"]] for b in baselines}))
+                        if remeasures[-1] and len(remeasures) < REFERENCE_REMEASURE_COMMANDS:
+                            order.insert(0, "reference")  # another short re-measure at once, the same process
+                        else:
+                            self._set_aside_if_slower(cached, remeasures)
                     totals = wall.setdefault(role, [0.0, 0, 0.0])
                     totals[0] += elapsed_ms
                     totals[1] += calls
@@ -665,33 +674,43 @@ class PerformanceStage:
         return Pacer(secrets.randbits(63), self.names, tuple(self.baselines), round_index,
                      FIRST_TIMED_CALL + TIMING_RULES[self.ctx.device].max_trials + 1, fill=fill)
 
-    def _set_aside_if_slower(self, cached: dict[str, Any], samples: Samples) -> None:
-        """After a cached reference's short re-measure (the first pair's first reference command): where, under any
-        baseline, its median is more than ``REFERENCE_DRIFT_MAX`` slower than the cached median and at least
-        ``REFERENCE_SHIFTED_SHARE`` of its trials are slower than nine in ten of the cached trials, this machine no
-        longer gives the cached time (on the H100 a cached 0.204 ms beside a re-measure of 0.298 ms and a candidate
-        of identical code at 0.290 ms gave 0.70: docs/results/h100-2026-12-05-b). Ten trials of a microsecond kernel
-        run a fifth slow by their median alone as a matter of course (2 of 6 re-measures of the CPU's ReLU), most of
-        them not past the cached trials' tail. The cache is then set aside for this evaluation (``cached``
-        emptied): the reference runs its remaining rounds in full beside the candidate, as where nothing was
-        cached, and the cache takes the new figure. Recorded as ``timing_ms.reference_cache_set_aside``. The
-        re-measure alone is never the reference's time."""
+    def _remeasure_slower(self, cached: dict[str, Any], times: dict[str, list[float]]) -> dict[str, Any]:
+        """One short re-measure of a cached reference (``times`` per baseline): the baselines where its median is
+        more than ``REFERENCE_DRIFT_MAX`` slower than the cached median and at least ``REFERENCE_SHIFTED_SHARE`` of
+        its trials are slower than nine in ten of the cached trials, with what it read (empty: it agrees). Ten
+        trials of a microsecond kernel run a fifth slow by their median alone as a matter of course (2 of 6
+        re-measures of the CPU's ReLU), most of them not past the cached trials' tail."""
         slower = {}
         for baseline, entry in cached.items():
-            groups = samples["reference"].get(baseline) or [[]]
             stored = (entry.get("summary") or {}).get("median")
             cached_times = [float(t) for t in entry.get("times_ms") or []]
-            if not (groups[-1] and stored and len(cached_times) > 1):
+            measured = times.get(baseline) or []
+            if not (measured and stored and len(cached_times) > 1):
                 continue
-            remeasured = statistics.median(groups[-1])
+            remeasured = statistics.median(measured)
             tail = statistics.quantiles(cached_times, n=10, method="inclusive")[-1]
-            shifted = sum(t > tail for t in groups[-1]) / len(groups[-1])
+            shifted = sum(t > tail for t in measured) / len(measured)
             if remeasured / stored - 1.0 > REFERENCE_DRIFT_MAX and shifted >= REFERENCE_SHIFTED_SHARE:
                 slower[baseline] = {"median": stored, "remeasure_median": remeasured,
                                     "drift": round(remeasured / stored - 1.0, 4),
                                     "above_cached_p90": round(shifted, 3)}
-        if slower:
-            self.draft.timing_ms["reference_cache_set_aside"] = slower
+        return slower
+
+    def _set_aside_if_slower(self, cached: dict[str, Any], remeasures: list[dict[str, Any]]) -> None:
+        """After a cached reference's short re-measures (the first pair's first reference commands, each one's
+        ``_remeasure_slower``): where the last one found any baseline slower, this machine no longer gives the
+        cached time (on the H100 a cached 0.204 ms beside a re-measure of 0.298 ms and a candidate of identical code
+        at 0.290 ms gave 0.70: docs/results/h100-2026-12-05-b). A second re-measure follows a slow first one at once
+        (``REFERENCE_REMEASURE_COMMANDS``): a reference process's first command often reads slow where its next
+        does not. The cache is then set aside for this evaluation (``cached`` emptied): the reference runs its
+        remaining rounds in full beside the candidate, as where nothing was cached, and the cache takes the new
+        figure. Recorded as ``timing_ms.reference_cache_set_aside`` (per baseline, the last re-measure's finding),
+        and where more than one ran, each one's findings as ``timing_ms.reference_remeasures``. The re-measures
+        alone are never the reference's time."""
+        if len(remeasures) > 1:
+            self.draft.timing_ms["reference_remeasures"] = {"slower": remeasures, "kept_cache": not remeasures[-1]}
+        if remeasures and remeasures[-1]:
+            self.draft.timing_ms["reference_cache_set_aside"] = remeasures[-1]
             cached.clear()
 
     def _second_pair_after_set_aside(self, aside: dict[str, Any], samples: Samples, memory_peaks: dict[str, Any],
