@@ -280,7 +280,9 @@ REFERENCE_CLEAN_MAX: Final = 1.2
 # the four beside the candidate are (kbv.eval.performance.PerformanceStage._clean_reference): the reference's own
 # two speeds then weigh alike on both sides. The clean commands are the trusted reference's with no process of the
 # candidate's left, so more of them can clear only what the reference's own spread explains: a candidate that slows
-# every reference command beside it is read against four clean ones as against one.
+# every reference command beside it is read against four clean ones as against one. On an H200 (h200-2026-12-07-c)
+# level1/10 read 1.210 by one clean command and 1.191 pooled: cleared; level3/3, all four clean commands at the
+# faster of its two speeds, 1.452 and 1.451, was cleared by its fresh pair.
 REFERENCE_CLEAN_POOLED_COMMANDS: Final = 4
 # A clean command can read slow with nothing of the candidate's left: on the H100 honest pairs read 0.43-1.07 by the
 # ratio above (level1/29's clean command 10.0 ms against 4.3 beside the candidate, as its pair's first command also
