@@ -2521,6 +2521,13 @@ def test_a_cached_reference_time_its_remeasure_finds_too_slow_is_dropped(fake, m
         assert "reference_timing_cached" in ctx.evidence.observed
 
 
+def _cached_at_one_ms(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cached verified reference time of 1.0 ms (40 trials), the cache written to nowhere."""
+    cached = {"verified": {"summary": {"median": 1.0, "n": 40}, "times_ms": [1.0] * 40}}
+    monkeypatch.setattr(performance.PerformanceStage, "_cached_reference", lambda self, baselines: cached)
+    monkeypatch.setattr(performance.ReferenceTimingCache, "put", lambda self, key, entry: None)
+
+
 @pytest.mark.parametrize("second_ms, dropped", [(1.0, True), (2.0, False)])
 def test_a_set_aside_cache_gets_a_second_fresh_pair(fake, monkeypatch, tmp_path, second_ms, dropped) -> None:
     """On the H100 a cached reference (0.078 ms) set aside after a slow re-measure (0.151 ms) was timed in full in
@@ -2528,9 +2535,7 @@ def test_a_set_aside_cache_gets_a_second_fresh_pair(fake, monkeypatch, tmp_path,
     (docs/results/h100-2026-12-05-c). With one timing pair a set-aside now brings a second, fresh pair: where its
     reference agrees with the cache, the first pair's times are dropped (here 1.0 against itself, 2.0 before); where
     it is slow too, both pairs count."""
-    cached = {"verified": {"summary": {"median": 1.0, "n": 40}, "times_ms": [1.0] * 40}}
-    monkeypatch.setattr(performance.PerformanceStage, "_cached_reference", lambda self, baselines: cached)
-    monkeypatch.setattr(performance.ReferenceTimingCache, "put", lambda self, key, entry: None)
+    _cached_at_one_ms(monkeypatch)
     processes: list[int] = []
 
     def reference(msg: dict[str, Any]) -> dict[str, Any]:
@@ -2559,9 +2564,7 @@ def test_a_slow_first_remeasure_is_read_again_before_the_cache_is_set_aside(fake
     with one re-measure (``REFERENCE_REMEASURE_COMMANDS`` at 1) the same pair sets the cache aside and times a
     second pair."""
     monkeypatch.setattr(performance, "REFERENCE_REMEASURE_COMMANDS", commands)
-    cached = {"verified": {"summary": {"median": 1.0, "n": 40}, "times_ms": [1.0] * 40}}
-    monkeypatch.setattr(performance.PerformanceStage, "_cached_reference", lambda self, baselines: cached)
-    monkeypatch.setattr(performance.ReferenceTimingCache, "put", lambda self, key, entry: None)
+    _cached_at_one_ms(monkeypatch)
     commands_seen: list[int] = []
 
     def reference(msg: dict[str, Any]) -> dict[str, Any]:
