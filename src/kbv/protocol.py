@@ -468,8 +468,8 @@ REFERENCE_SHIFTED_SHARE: Final = 0.7
 # command of a reference process often read slow where its later commands did not: in 10 of 14 set-asides on the
 # H100 (docs/results/h100-2026-12-06-b to h100-2026-12-07-b) the process's next command's median was within
 # REFERENCE_DRIFT_MAX of the cache, and each set-aside cost the reference's full timing and a second process pair.
-# Only the trusted reference's own commands run in between, and keeping the cache keeps a time that passed the clean
-# rule when it was measured (a slowed reference's times are never cached).
+# Only the trusted reference's own commands run in between, and keeping the cache keeps a time once measured in full
+# (a pair flagged reference_slowed never writes one).
 REFERENCE_REMEASURE_COMMANDS: Final = 2
 # Each timed call's seed is handed over by the parent when the worker is about to load that call's inputs, and, for
 # a timed call after the first, only once the previous call's output was committed (kbv.eval.pacing). The parent's
