@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import weakref
 
+import pytest
 import torch
 
-from kbv.protocol import FIRST_TIMED_CALL, TIMING_RULES
+from kbv.protocol import ESTIMATE_CALLS, FIRST_TIMED_CALL, TIMING_RULES
 from kbv.worker import timer
 
 
@@ -31,7 +32,7 @@ def test_the_estimate_and_warm_up_calls_share_one_input_set_and_each_timed_call_
                               keep=lambda i, out: kept.__setitem__(i, float(out[0])))
     trials = len(result["times_ms"])
     assert loaded == [FIRST_TIMED_CALL - 1, *range(FIRST_TIMED_CALL, FIRST_TIMED_CALL + trials)]
-    untimed = 3 + result["warmup"]
+    untimed = ESTIMATE_CALLS + result["warmup"]
     assert [s for s, _ in seen[:untimed]] == [FIRST_TIMED_CALL - 1] * untimed  # estimates and warm-up: one set
     assert kept == {i: 2.0 * i for i in range(FIRST_TIMED_CALL, FIRST_TIMED_CALL + trials)}
     assert result["split_ms"]["prepare"] >= 0.0
@@ -54,12 +55,12 @@ def test_a_recording_sees_every_forward_and_none_of_the_harnesss_own_work() -> N
     result = timer.time_calls(lambda: torch.relu(x), "cpu", TIMING_RULES["cpu"], max_trials=5, prepare=prepare,
                               keep=lambda i, out: out.clone(), record=recording)
     recorded = recording.stop()
-    calls = 3 + result["warmup"] + len(result["times_ms"])
+    calls = ESTIMATE_CALLS + result["warmup"] + len(result["times_ms"])
     assert recorded["status"] == "ok", recorded
     assert recorded["kernels"]["aten::relu"][0] == calls, recorded
     assert not {"aten::tanh", "aten::fill_", "aten::clone"} & set(recorded["kernels"]), recorded
     assert recorded["outside_windows"] > 0, recorded  # recorded, and left out by time
-    assert recorded["windows"] == 3 + 1 + len(result["times_ms"])  # the warm-up's calls share one window
+    assert recorded["windows"] == ESTIMATE_CALLS + 1 + len(result["times_ms"])  # the warm-up's calls share one window
     assert 0 < recorded["window_us"] / 1e3 <= result["split_ms"]["before_trials"] + result["split_ms"]["trials"]
     # the timed trials' windows, told apart by time: their operators' time, not the estimate's or warm-up's
     timed = recorded["timed"]
@@ -181,5 +182,31 @@ def test_no_call_starts_while_an_earlier_calls_output_is_alive() -> None:
         return out
 
     result = timer.time_calls(call, "cpu", TIMING_RULES["cpu"], share=1.0, max_trials=4)
-    assert len(held_at_start) == 3 + result["warmup"] + len(result["times_ms"])
+    assert len(held_at_start) == ESTIMATE_CALLS + result["warmup"] + len(result["times_ms"])
     assert max(held_at_start) == 0, held_at_start
+
+
+@pytest.mark.parametrize("estimate_ms", [None, 1000.0])
+def test_an_estimate_from_the_parent_replaces_the_estimate_calls_and_the_ring_still_bounds_the_trials(
+        estimate_ms: float | None) -> None:
+    """Sent an estimate (``estimate_ms``: the median of the worker's previous command), a command makes no
+    estimate calls: its calls are its warm-up and its trials, and the estimate sets the trial count (a call of a
+    second over a 300 ms budget: the rule's fewest trials). Without the estimate calls no output has shown its size
+    before the trials: the first trial's bounds them to the ring (here two outputs) as the estimates' would have.
+    Control: without an estimate, ``ESTIMATE_CALLS`` more calls and many more trials."""
+    calls: list[int] = []
+
+    def call() -> torch.Tensor:
+        calls.append(1)
+        return torch.zeros(256)  # 1 KiB
+
+    rule = TIMING_RULES["cpu"]
+    result = timer.time_calls(call, "cpu", rule, share=1.0, warmed=True, estimate_ms=estimate_ms)
+    ringed = timer.time_calls(call, "cpu", rule, share=1.0, warmed=True, estimate_ms=estimate_ms,
+                              ring_bytes=2048, keep=lambda i, out: None)
+    estimates = 0 if estimate_ms is not None else ESTIMATE_CALLS
+    assert result["estimates"] == ringed["estimates"] == estimates
+    assert result["warmup"] == rule.min_warmup_calls
+    assert len(calls) == 2 * (estimates + rule.min_warmup_calls) + len(result["times_ms"]) + len(ringed["times_ms"])
+    assert len(result["times_ms"]) == (rule.min_trials if estimate_ms is not None else rule.max_trials)
+    assert len(ringed["times_ms"]) == 2

@@ -417,6 +417,33 @@ def test_clock_check_agrees_with_the_burst_for_an_honest_kernel_with_more_host_w
     assert "wall_clock_mismatch" not in ctx.evidence.observed
 
 
+def test_a_workers_later_commands_are_sent_its_last_median_and_make_no_estimate_calls(fake, tmp_path) -> None:
+    """Three estimate calls opened every timing command, on top of its warm-up: on h200-2026-12-07-c a 9.9 ms
+    kernel's workers made 168 forwards a role for 24 timed. A worker's first command (each role, each process)
+    still estimates; every later one is sent its previous command's median per call (``estimate_ms``) and makes
+    none, and the parent's count of forwards (``timing_ms.forward_calls``) says so."""
+    sent: dict[str, list[dict[str, float] | None]] = {"reference": [], "candidate": []}
+
+    def script(role: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
+        def reply(msg: dict[str, Any]) -> dict[str, Any]:
+            if msg["cmd"] == "time":
+                sent[role].append(msg.get("estimate_ms"))
+                return timing_script(1.0 + 0.25 * len(sent[role]), 0.0)(msg)  # each command a speed of its own
+            return timing_script(1.0, 0.0)(msg)
+        return reply
+
+    fake.scripts = {"reference": script("reference"), "candidate": script("candidate")}
+    ctx = timing_context(tmp_path, device="cpu")
+    performance.PerformanceStage(ctx).run()
+    for role in ("reference", "candidate"):
+        assert len(sent[role]) == performance.TIMING_ROUNDS, sent
+        assert sent[role][0] is None, sent  # its first command estimates
+        assert sent[role][1:] == [{"verified": 1.0 + 0.25 * k} for k in range(1, performance.TIMING_ROUNDS)], sent
+    # per command: 1 warm-up call and 20 timed, plus ESTIMATE_CALLS in the first only
+    expected = performance.TIMING_ROUNDS * 21 + performance.ESTIMATE_CALLS
+    assert ctx.draft.timing_ms["forward_calls"] == {"reference": expected, "candidate": expected}
+
+
 class Holds:
     """The performance stage's place on a shared GPU and the device alone inside it, recording which is held when
     each worker command comes (``during``: command, hold), and how often each was entered."""

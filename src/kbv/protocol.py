@@ -421,10 +421,15 @@ STALE_BUILD_LOCK_S: Final = 30.0
 PCH_VARIANTS: Final = ((), ("-O3",))
 PCH_MIN_BUILDS: Final = 8
 PCH_BUILD_TIMEOUT_S: Final = 600.0
-# The input sets of one timing command, by call index: 3 the one set the three estimate calls and every warm-up call
+# The input sets of one timing command, by call index: 3 the one set the estimate calls and every warm-up call
 # read (0-2 are handed over with it, unused since cpu-2026-12-05-b: the estimates had a set each), FIRST_TIMED_CALL
 # onwards one fresh set per timed trial (kbv.worker.timer.time_calls).
 FIRST_TIMED_CALL: Final = 4
+# Untimed calls at the start of a timing command whose median sets its trial count, where the parent sends no
+# estimate. It sends one (the median per call of the worker's previous command under the same baseline) to a worker
+# that has already timed that baseline: there the estimate calls were 3 of the 6 untimed calls before each command's
+# trials, the most of a slow kernel's timing stage (level2/2 on h200-2026-12-07-c: 168 forwards a role for 24 timed).
+ESTIMATE_CALLS: Final = 3
 # While a timing command runs, each end of a request for a timed call's inputs (the worker waiting for its answer,
 # the parent waiting for the next request) polls without sleeping for up to this long before it blocks: on the H200
 # the parent's answer took 0.25-0.30 ms inside a run against 0.09 ms to an echo process that never slept

@@ -31,7 +31,7 @@ from kbv.eval.refcache import ReferenceTimingCache, cache_key
 from kbv.eval.timed_record import TimedRecords, records
 from kbv.protocol import (
     BURST_DEVICE_BOUND, BURST_INPUT_SETS, BURST_MAX_CALLS, BURST_MAX_WALL_OVER_TIMED, BURST_MAX_WALL_SPEEDUP, BURST_MIN_CLAIM, BURST_MIN_CLAIM_CPU,
-    BURST_TARGET_MS, CHANGED_KEPT_MAX, CLEAN_REFERENCE_DEFAULT, FIRST_TIMED_CALL, LENT_CHECKS_KEPT, REFERENCE_CLEAN_MAX,
+    BURST_TARGET_MS, CHANGED_KEPT_MAX, CLEAN_REFERENCE_DEFAULT, ESTIMATE_CALLS, FIRST_TIMED_CALL, LENT_CHECKS_KEPT, REFERENCE_CLEAN_MAX,
     REFERENCE_CLEAN_POOLED_COMMANDS, REFERENCE_CLEAN_RETRY_BELOW,
     CPU_MEMORY_REPEATS, REFERENCE_AFTER_CANDIDATE_MAX, IDLE_CPU_SLACK_MS, IDLE_CPU_SLACK_REL, IDLE_GPU_KEPT_SAMPLES, LEND_PREDRAW, DEVICE_IN_USE_SLACK_BYTES, DEVICE_IN_USE_SLACK_REL, STAGE_MEMORY_SLACK_BYTES,
     STAGE_MEMORY_SLACK_REL, STAGE_MEMORY_TRANSIENT_OUTPUTS, DISTRIBUTIONS, JUDGED_TIMED_BYTES_PER_PAIR, JUDGED_TIMED_CALLS_PER_PAIR, MEMORY_SLACK_BYTES,
@@ -498,6 +498,9 @@ class PerformanceStage:
         if not self.ctx.own_roots:  # the profiled call did not run (a failed distribution): its folders from here
             self.ctx.own_roots = workspace.own_roots(candidate.spec)
         kept: list[tuple[int, str, int, Pacer]] = []  # (round, baseline, index, its command) of every kept call
+        estimates: dict[str, dict[str, float]] = {role: {} for role in roles}  # per role and baseline, the median
+        # per call of its worker's last command: sent with the next (``estimate_ms``), which then makes no estimate
+        # calls (``ESTIMATE_CALLS``)
         ref_call_ms: dict[str, float] = {}  # the reference's median per call in this pair, per baseline
         lender = self.lender
         if lender is not None:  # both roles' slots; the fills run inside each role's timing commands, on its clock
@@ -531,6 +534,8 @@ class PerformanceStage:
                     msg["ring_bytes"] = self.ring_bytes  # both roles keep every output: the same work and memory
                     msg["record"] = self.recorded is not None  # both roles alike: the same work around each call
                     msg["release_cached"] = self.release_cached  # both roles alike, as the clean command's
+                    if estimates[role]:
+                        msg["estimate_ms"] = dict(estimates[role])
                     remeasure = role == "reference" and bool(cached)
                     if remeasure:
                         if round_index or pair_index:
@@ -586,7 +591,10 @@ class PerformanceStage:
                                 "after" if previous == "candidate" else "other"].append(statistics.median(times))
                         warmups[role].setdefault(b, timing["warmup"])
                         self.draft.timing_ms["flush_bytes"] = timing["flush_bytes"]
-                        calls += 3 + int(timing["warmup"]) + len(times)
+                        calls += (0 if b in msg.get("estimate_ms", {}) else ESTIMATE_CALLS) + int(timing["warmup"]) \
+                            + len(times)
+                        if times:
+                            estimates[role][b] = statistics.median(times)
                         reported += sum(times)
                         # both roles' inputs lent, or neither's: the same work falls in both roles' windows
                         self.untimed[role].setdefault(b, []).append(untimed_ms(pacer.windows.get(b, {}), times))
@@ -1032,13 +1040,14 @@ class PerformanceStage:
         found = self._clean_found(pair_index, replies)
         if any(v["ratio"] is not None and v["ratio"] < REFERENCE_CLEAN_RETRY_BELOW
                for b, v in found.items() if b != "pair"):  # it read slow: a second reading, the faster counts
-            replies.append(self._clean_command(reference, share, TIMING_ROUNDS + 1, deadline, full_warmup=False))
+            replies.append(self._clean_command(reference, share, TIMING_ROUNDS + 1, deadline, full_warmup=False,
+                                               after=replies[-1]))
             found = self._clean_found(pair_index, replies)
         if self._clean_flagged([found]) and len(replies) < REFERENCE_CLEAN_POOLED_COMMANDS:
             first = {b: v["ratio"] for b, v in found.items() if b != "pair"}
             while len(replies) < REFERENCE_CLEAN_POOLED_COMMANDS:
                 replies.append(self._clean_command(reference, share, TIMING_ROUNDS + len(replies), deadline,
-                                                   full_warmup=False))
+                                                   full_warmup=False, after=replies[-1]))
             found = self._clean_found(pair_index, replies, pooled=True)
             for b, ratio in first.items():
                 found[b]["ratio_before_pooling"] = ratio
@@ -1052,13 +1061,18 @@ class PerformanceStage:
         self.recorded.add(role, self._call(worker, role, {"cmd": "recorded"}, deadline).get("recorded"))
 
     def _clean_command(self, reference: Worker, share: float, round_index: int, deadline: float,
-                       full_warmup: bool) -> dict[str, Any]:
-        """One clean command of the reference's (``_clean_reference``): its reply, its kept outputs dropped after."""
+                       full_warmup: bool, after: dict[str, Any] | None = None) -> dict[str, Any]:
+        """One clean command of the reference's (``_clean_reference``): its reply, its kept outputs dropped after.
+        One ``after`` another clean command is sent that command's medians as its estimates, as the commands beside
+        the candidate are sent their previous command's (``_time_pair``)."""
         loan = self.pair_loans.get("reference")  # its filler is None, and close_command nothing, where not lent
         pacer = self._pacer(round_index, loan.filler(round_index) if loan is not None else None)
         msg = {"cmd": "time", "baselines": self.baselines, "share": share, "round": round_index,
                "ring_bytes": self.ring_bytes, "record": self.recorded is not None, "full_warmup": full_warmup,
                "release_cached": self.release_cached}
+        if after is not None:
+            msg["estimate_ms"] = {b: statistics.median(times) for b in self.baselines
+                                  if (times := [as_float(t) for t in after["timing"][b]["times_ms"]])}
         reply = self._call(reference, "reference", msg, deadline, pacer)
         if pacer.fill_error is not None:  # the lender failed while filling the slot
             raise pacer.fill_error

@@ -707,7 +707,8 @@ class Session:
         asked of the parent when the call is due (``kbv.eval.pacing``). Every timed call's output is kept
         (``ring_bytes`` bound the trials) and committed as its trial ends, for the parent to draw the judged ones
         from later (``kept``). A baseline this worker has timed before warms up briefly, unless ``full_warmup``
-        (the reference's clean command, after an idle gap)."""
+        (the reference's clean command, after an idle gap); one the parent sends an estimate for (``estimate_ms``,
+        ms per call by baseline) makes no estimate calls."""
         rule = TIMING_RULES["cuda" if self.device.startswith("cuda") else "cpu"]
         timings: dict[str, Any] = {}
         flags: dict[str, Any] = {}
@@ -726,6 +727,7 @@ class Session:
             self.digest_ns = self.copy_ns = self.ask_ns = 0
             self.loads = {}
             slow = msg.get("slow_ms")
+            estimate = (msg.get("estimate_ms") or {}).get(baseline)
             recording = self.recording if msg.get("record") else None
             if recording is not None:
                 recording.commands += 1
@@ -736,7 +738,9 @@ class Session:
                                                      and baseline in slow else None,
                                                      int(msg["ring_bytes"]) if keep_outputs else None,
                                                      warmed=baseline in self.warmed and not msg.get("full_warmup"),
-                                                     record=recording)
+                                                     record=recording,
+                                                     estimate_ms=float(estimate)
+                                                     if isinstance(estimate, (int, float)) else None)
             self.warmed.add(baseline)
             # each timed call's draw and load of its inputs, this worker's own clock (the reference's is left out
             # of its untimed time where the candidate's inputs were lent: kbv.eval.pacing.untimed_ms)
@@ -762,7 +766,7 @@ class Session:
         timer.settle(self.device)  # what its threads launched has run before the other role is timed
         if msg.get("release_cached") and self.device.startswith("cuda"):
             # outputs too large for the ring (the parent's judge_each_command): the caching allocator's free blocks
-            # go back to the device, so the other role's worker can use them; the next command's estimate calls
+            # go back to the device, so the other role's worker can use them; the next command's warm-up calls
             # allocate again, before its timed trials (on an 80 GB H100 a 6 GiB output's candidate worker held
             # 36.6 GiB after its timing, and the reference's judged call ran out of memory)
             torch.cuda.empty_cache()

@@ -14,13 +14,14 @@ recording leaves both out, so only the forwards' work is kept.
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from pathlib import Path
 from typing import Any, Callable
 
 import torch
 
-from kbv.protocol import (FIRST_TIMED_CALL, RECORD_LEAD_CYCLES, TIMING_TRUNCATE_MIN_MS, TIMING_TRUNCATED_TRIALS,
+from kbv.protocol import (ESTIMATE_CALLS, FIRST_TIMED_CALL, RECORD_LEAD_CYCLES, TIMING_TRUNCATE_MIN_MS, TIMING_TRUNCATED_TRIALS,
                           TimingRule)
 
 _perf_counter_ns = time.perf_counter_ns  # captured before any candidate import
@@ -85,9 +86,10 @@ def _trial_count(estimate_ms: float, rule: TimingRule, share: float, slow_ms: fl
 def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: float = 1.0,
                max_trials: int | None = None, prepare: Callable[[int], None] | None = None,
                keep: Callable[[int, Any], None] | None = None, slow_ms: float | None = None,
-               ring_bytes: int | None = None, warmed: bool = False, record: Any = None) -> dict[str, Any]:
-    """Time ``fn``: three estimate calls and the warm-up (all on one input set), then individually timed trials,
-    each on fresh inputs with a cache flush before it.
+               ring_bytes: int | None = None, warmed: bool = False, record: Any = None,
+               estimate_ms: float | None = None) -> dict[str, Any]:
+    """Time ``fn``: ``ESTIMATE_CALLS`` estimate calls and the warm-up (all on one input set), then individually
+    timed trials, each on fresh inputs with a cache flush before it.
 
     ``share`` is the fraction of the rule's budget and trial bounds this call takes (the parent interleaves several
     calls of reference and candidate). ``prepare(i)`` runs before call ``i``, outside the timed region (it loads
@@ -95,19 +97,22 @@ def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: floa
     (before anything else runs), so the parent can judge any of them; ``ring_bytes`` bounds the trials to as many
     outputs as fit. ``slow_ms`` is the time per call above which a kernel counts as far slower than the reference
     (few trials: see ``_trial_count``); ``warmed``: this worker already warmed this forward up under the same flags
-    (a short warm-up only). ``record``: a ``kernel_record.Recording`` switched on around each forward and its
-    synchronize, off around everything else. Returns ``{"times_ms": [...], "warmup": n, "flush_bytes": b, "truncated": bool,
-    "split_ms": {...}}``, on CUDA with ``"peak_bytes": [...]`` (each timed trial's peak allocation) and
-    ``"allocator"`` (the caching allocator's device allocations and retries during the timed trials); ``split_ms``
-    (where the command's time went, by the worker's own clock: before the trials,
-    the trials, the keeping of outputs, the calls themselves, the trials' prepare steps) is a diagnostic that decides
-    nothing.
+    (a short warm-up only). ``estimate_ms``: the parent's estimate of one call (the median of this worker's previous
+    command under the same flags): no estimate calls, and the ring bounds the trials once the first has shown its
+    output's size. ``record``: a ``kernel_record.Recording`` switched on around each forward and its synchronize,
+    off around everything else. Returns ``{"times_ms": [...], "warmup": n, "estimates": n, "flush_bytes": b,
+    "truncated": bool, "split_ms": {...}}``, on CUDA with ``"peak_bytes": [...]`` (each timed trial's peak
+    allocation) and ``"allocator"`` (the caching allocator's device allocations and retries during the timed
+    trials); ``split_ms`` (where the command's time went, by the worker's own clock: before the trials, the trials,
+    the keeping of outputs, the calls themselves, the trials' prepare steps) is a diagnostic that decides nothing.
     """
     t_start = _perf_counter_ns()
     flush_bytes = int(rule.flush_l2_factor * cache_bytes(device))
     flush = torch.empty(flush_bytes // 4, dtype=torch.int32, device=device)
     prepare = prepare or _no_prepare
-    calls: Any = iter([None] * 3)  # the estimate calls: no inputs of their own (they read the warm-up's set)
+    known = estimate_ms if estimate_ms is not None and math.isfinite(estimate_ms) and estimate_ms > 0 else None
+    estimates = 0 if known is not None else ESTIMATE_CALLS
+    calls: Any = iter([None] * estimates)  # the estimate calls: no inputs of their own (they read the warm-up's set)
     walls: list[float] = []  # the evaluator's clock around each call and its synchronize
     events: list[tuple[Any, Any]] = []  # CUDA: the timed trials' event pairs, made before the first (as do_bench)
     prepared: list[int] = []  # nanoseconds each call's prepare step took (asking for and loading its inputs)
@@ -177,19 +182,19 @@ def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: floa
     prepare(FIRST_TIMED_CALL - 1)
     # one output alive at a time: the three held together made a 6 GiB output's timing worker hold 24 GiB and run
     # out of memory on an 80 GB H100 beside the other role's (h100-2026-12-06-c)
-    estimate_ms: list[float] = []
+    estimated: list[float] = []
     out_bytes = 0
-    for _ in range(3):
+    for _ in range(estimates):
         _, ms, out = one()
-        estimate_ms.append(ms)
+        estimated.append(ms)
         out_bytes = output_bytes(out)  # the last one's counts
         del out
-    estimate = sorted(estimate_ms)[1]
-    warmup, trials, truncated = _trial_count(estimate, rule, share, slow_ms, sorted(walls)[1], warmed)
+    estimate = float(known) if known is not None else statistics.median(estimated)
+    warmup, trials, truncated = _trial_count(estimate, rule, share, slow_ms,
+                                             statistics.median(walls) if walls else None, warmed)
     if max_trials is not None:
         trials = min(trials, max_trials)
-    if ring_bytes is not None and out_bytes:
-        trials = max(1, min(trials, ring_bytes // out_bytes))
+    trials = _ring_bound(trials, ring_bytes, out_bytes)
     on()
     for _ in range(warmup):  # on the estimates' input set
         fn()
@@ -202,10 +207,13 @@ def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: floa
     allocs = _allocator_counts(device)
     t_trials = _perf_counter_ns()
     kept_ns = 0
-    for _ in range(trials):
+    while len(times) < trials:
         index, ms, out = one()
         assert index is not None
         times.append(ms)
+        if not out_bytes:  # no estimate calls: the first trial's output sizes the ring
+            out_bytes = output_bytes(out)
+            trials = _ring_bound(trials, ring_bytes, out_bytes)
         if keep is not None:
             t_keep = _perf_counter_ns()
             keep(index, out)
@@ -215,14 +223,21 @@ def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: floa
     split = {"before_trials": (t_trials - t_start) / 1e6, "trials": (t_end - t_trials) / 1e6, "keep": kept_ns / 1e6,
              "timed_calls": sum(walls[3:]), "prepare": sum(prepared) / 1e6}  # diagnostics from the worker's
     # clock: they decide nothing
-    result = {"times_ms": times, "warmup": warmup, "flush_bytes": flush_bytes, "truncated": truncated,
-              "split_ms": split}
+    result = {"times_ms": times, "warmup": warmup, "estimates": estimates, "flush_bytes": flush_bytes,
+              "truncated": truncated, "split_ms": split}
     if peaks:
         result["peak_bytes"] = peaks
     if allocs is not None:  # device allocations and retries inside the timed trials: a diagnostic, decides nothing
         after = _allocator_counts(device) or allocs
         result["allocator"] = {k: after[k] - allocs[k] for k in allocs}
     return result
+
+
+def _ring_bound(trials: int, ring_bytes: int | None, out_bytes: int) -> int:
+    """At most as many trials as the ring holds outputs of ``out_bytes`` (at least one), where both are known."""
+    if ring_bytes is not None and out_bytes:
+        return max(1, min(trials, ring_bytes // out_bytes))
+    return trials
 
 
 def _allocator_counts(device: str) -> dict[str, int] | None:
