@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import weakref
 
 import pytest
@@ -198,6 +199,7 @@ def test_an_estimate_from_the_parent_replaces_the_estimate_calls_and_the_ring_st
 
     def call() -> torch.Tensor:
         calls.append(1)
+        time.sleep(0.0005)
         return torch.zeros(256)  # 1 KiB
 
     rule = TIMING_RULES["cpu"]
@@ -210,3 +212,8 @@ def test_an_estimate_from_the_parent_replaces_the_estimate_calls_and_the_ring_st
     assert len(calls) == 2 * (estimates + rule.min_warmup_calls) + len(result["times_ms"]) + len(ringed["times_ms"])
     assert len(result["times_ms"]) == (rule.min_trials if estimate_ms is not None else rule.max_trials)
     assert len(ringed["times_ms"]) == 2
+    # the worker's split counts every timed call, none of the estimates (it once skipped three calls either way)
+    split = result["split_ms"]
+    assert split["timed_calls"] == pytest.approx(sum(result["times_ms"]))  # on the CPU the same clock readings
+    assert split["before_trials"] >= split["first_inputs"] + split["estimate_calls"] + split["warmup_calls"]
+    assert (split["estimate_calls"] >= ESTIMATE_CALLS * 0.5) is (estimate_ms is None)  # each call sleeps 0.5 ms

@@ -103,8 +103,9 @@ def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: floa
     off around everything else. Returns ``{"times_ms": [...], "warmup": n, "estimates": n, "flush_bytes": b,
     "truncated": bool, "split_ms": {...}}``, on CUDA with ``"peak_bytes": [...]`` (each timed trial's peak
     allocation) and ``"allocator"`` (the caching allocator's device allocations and retries during the timed
-    trials); ``split_ms`` (where the command's time went, by the worker's own clock: before the trials, the trials,
-    the keeping of outputs, the calls themselves, the trials' prepare steps) is a diagnostic that decides nothing.
+    trials); ``split_ms`` (where the command's time went, by the worker's own clock: before the trials, and of that
+    the first input set, the estimates and the warm-up; the trials, the keeping of outputs, the calls themselves, the
+    trials' prepare steps) is a diagnostic that decides nothing.
     """
     t_start = _perf_counter_ns()
     flush_bytes = int(rule.flush_l2_factor * cache_bytes(device))
@@ -180,6 +181,7 @@ def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: floa
     # the estimate and warm-up calls share one input set: only timed calls need contents of their own, and on the
     # CPU a redraw per estimate call cost more than the calls (a 256 MiB input: 27 of a pair's 156 s)
     prepare(FIRST_TIMED_CALL - 1)
+    t_inputs = _perf_counter_ns()
     # one output alive at a time: the three held together made a 6 GiB output's timing worker hold 24 GiB and run
     # out of memory on an 80 GB H100 beside the other role's (h100-2026-12-06-c)
     estimated: list[float] = []
@@ -189,6 +191,7 @@ def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: floa
         estimated.append(ms)
         out_bytes = output_bytes(out)  # the last one's counts
         del out
+    t_estimated = _perf_counter_ns()
     estimate = float(known) if known is not None else statistics.median(estimated)
     warmup, trials, truncated = _trial_count(estimate, rule, share, slow_ms,
                                              statistics.median(walls) if walls else None, warmed)
@@ -200,6 +203,7 @@ def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: floa
         fn()
     sync()
     off()
+    t_warm = _perf_counter_ns()
     calls = iter(range(FIRST_TIMED_CALL, 2**62))  # timed trials: one fresh input set each, from this index on
     if device.startswith("cuda"):
         events = [(_Event(enable_timing=True), _Event(enable_timing=True)) for _ in range(trials)]
@@ -221,8 +225,10 @@ def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: floa
         del out
     t_end = _perf_counter_ns()
     split = {"before_trials": (t_trials - t_start) / 1e6, "trials": (t_end - t_trials) / 1e6, "keep": kept_ns / 1e6,
-             "timed_calls": sum(walls[3:]), "prepare": sum(prepared) / 1e6}  # diagnostics from the worker's
-    # clock: they decide nothing
+             "timed_calls": sum(walls[estimates:]), "prepare": sum(prepared) / 1e6,
+             # of before_trials: the first input set asked for and loaded, the estimate calls, the warm-up
+             "first_inputs": (t_inputs - t_start) / 1e6, "estimate_calls": (t_estimated - t_inputs) / 1e6,
+             "warmup_calls": (t_warm - t_estimated) / 1e6}  # diagnostics from the worker's clock: they decide nothing
     result = {"times_ms": times, "warmup": warmup, "estimates": estimates, "flush_bytes": flush_bytes,
               "truncated": truncated, "split_ms": split}
     if peaks:
