@@ -233,6 +233,27 @@ class ModelNew(Model):
 '''
 
 
+def test_a_gpu_command_sent_an_estimate_makes_no_estimate_calls_and_its_ring_bounds_its_trials() -> None:
+    """On a GPU as on the CPU (``tests/test_timer.py``): a command sent the previous command's median
+    (``estimate_ms``) makes no estimate calls, the first trial's output bounds the trials to the ring (three outputs
+    here), and the worker's split counts every timed call."""
+    from kbv.worker import timer
+
+    x = torch.randn(1 << 20, device="cuda")
+    rule = TIMING_RULES["cuda"]
+    calls: list[int] = []
+
+    def forward() -> torch.Tensor:
+        calls.append(1)
+        return x * 2
+
+    result = timer.time_calls(forward, "cuda", rule, warmed=True, estimate_ms=0.05, ring_bytes=3 * x.numel() * 4,
+                              keep=lambda i, out: None)
+    assert result["estimates"] == 0 and len(result["times_ms"]) == 3, result
+    assert len(calls) == rule.min_warmup_calls + 3
+    assert result["split_ms"]["timed_calls"] >= sum(result["times_ms"]) * 0.5, result["split_ms"]
+
+
 def test_a_kernel_more_precise_than_the_references_tf32_run_is_correct(tmp_path) -> None:
     """Judged against the reference's TF32 run alone, the IEEE kernel's D6 outputs differ by the reference's own
     rounding where tanh crosses zero; the precision recheck compares it with the reference's strict run instead,

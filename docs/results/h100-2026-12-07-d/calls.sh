@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# This session's device calls, from the repository root as `bash docs/results/<folder>/calls.sh N [limit]` with .kb
-# and .whl carried (shared preamble: scripts/device_calls.sh), back to back on one warm machine. The tree: a worker's
-# later timing commands are sent its previous command's median and make no estimate calls (ESTIMATE_CALLS).
+# This session's device calls as run, from the repository root as
+# `bash docs/results/h100-2026-12-07-d/calls.sh N [limit]` with .kb and .whl carried (shared preamble:
+# scripts/device_calls.sh), back to back on one warm machine (an H100 came): `calls.sh 1 575`, `calls.sh 2 575`,
+# `calls.sh 3 560`, then call 4 (`call4-ab.sh`, run as .kb/ab.sh). Written as docs/results/gpu-2026-12-07-d/calls.sh
+# before the card was known. The tree (6df3561): a worker's later timing commands are sent its previous command's
+# median and make no estimate calls (ESTIMATE_CALLS).
 . scripts/device_calls.sh "$1" "$2"  # the wheels, the card, g and left
 export KBV_CACHE_DIR=/tmp/cache-head TRITON_CACHE_DIR=/tmp/triton-head
 BATCH=(--stages bench --bench-runs reward --levels 1,2 --bench-ids 1:1-30,2:1-20 --bench-limit 50 --gpu-share 5)

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The next session's device calls (NOT RUN yet), from the repository root as
+# `bash docs/results/h100-2026-12-07-d/next_calls.sh N [limit]` with .kb and .whl carried (shared preamble:
+# scripts/device_calls.sh), back to back on one warm machine. Put the results in a folder named after the card.
+. scripts/device_calls.sh "$1" "$2"  # the wheels, the card, g and left
+export KBV_CACHE_DIR=/tmp/cache-head TRITON_CACHE_DIR=/tmp/triton-head
+BATCH=(--stages bench --bench-runs reward --levels 1,2 --bench-ids 1:1-30,2:1-20 --bench-limit 50 --gpu-share 5)
+case $1 in
+  # 1. the timer's GPU tests (a command sent an estimate makes no estimate calls; the digest; the allocator count),
+  # then kbv beside KernelBench's harness over the 20 named pairs (goal <= 1; 1.081 and 1.050 on h100-2026-12-07-d,
+  # 1.162 on h200-2026-12-07-c before the change), with the worker's split of the time before its trials
+  # (worker_split_ms: first_inputs, estimate_calls, warmup_calls): where do the sub-ms pairs' 20-30 ms a command go?
+  1) g 150 n1pytest --stages pytest --pytest-k "estimate or digest_is_the_same or device_allocations"
+     g "$(( $(left) - 5 ))" n1vs --stages vskb --vskb-budget "$(( $(left) - 40 ))" ;;
+  # 2. the goal's 50-pair reward batch, nothing cached then cached (on an H200: 1,092.9 per hour cached on
+  # h200-2026-12-07-c, sustained on another machine?); REFERENCE_REMEASURE_COMMANDS' second re-measure has not yet
+  # run on a GPU (no cached time was set aside in 99 cached evaluations): see timing_ms.reference_remeasures
+  2) g 300 n2cold "${BATCH[@]}"
+     g "$(( $(left) - 5 ))" n2base "${BATCH[@]}" ;;
+esac
