@@ -227,3 +227,42 @@ def test_a_watch_keeps_each_processs_peak_and_their_largest_sum_at_one_sample() 
                       tree=trees.__getitem__) as nested:
         pass
     assert nested.result()["held_max"] == {"reference": 12, "candidate": 23}
+
+
+def test_the_gpus_clock_and_the_drivers_reasons_for_it_are_read_from_nvml(monkeypatch) -> None:
+    """kbv.sandbox.devclock: the SM clock (NVML's clock 1) and the reason bits named (NVML 12.2's name for the call
+    first, the older one where only it exists); reasons None where NVML gives none; no NVML, or a failed clock, None,
+    never a made-up figure."""
+    from kbv.sandbox import devclock
+
+    class Lib:
+        clock_status = 0
+
+        def nvmlDeviceGetCount_v2(self, count):
+            count._obj.value = 1
+            return 0
+
+        def nvmlDeviceGetHandleByIndex_v2(self, index, handle):
+            return 0
+
+        def nvmlDeviceGetClockInfo(self, handle, kind, mhz):
+            assert kind == 1  # NVML_CLOCK_SM
+            mhz._obj.value = 1755
+            return self.clock_status
+
+    class Older(Lib):
+        def nvmlDeviceGetCurrentClocksThrottleReasons(self, handle, bits):
+            bits._obj.value = 0x4 | 0x200  # software power cap, and a bit with no name here
+            return 0
+
+    monkeypatch.setattr(devclock.devmem, "nvml", lambda: Lib())
+    assert devclock.reading(0) == {"sm_mhz": 1755, "reasons": None}
+    assert devclock.reading(1) is None  # no such GPU
+    monkeypatch.setattr(devclock.devmem, "nvml", lambda: Older())
+    assert devclock.reading(None) == {"sm_mhz": 1755, "reasons": ["sw_power_cap", "0x200"]}
+    failing = Older()
+    failing.clock_status = 999
+    monkeypatch.setattr(devclock.devmem, "nvml", lambda: failing)
+    assert devclock.reading(0) is None
+    monkeypatch.setattr(devclock.devmem, "nvml", lambda: None)
+    assert devclock.reading(0) is None

@@ -779,6 +779,38 @@ def test_a_truncated_pair_still_gets_its_clean_command(fake, tmp_path) -> None:
     assert decide(ctx.evidence, RULES).verdict == "rejected"
 
 
+def test_every_timing_commands_gpu_clock_is_noted_beside_its_medians(fake, monkeypatch, tmp_path) -> None:
+    """On the H100 a reference's whole verified commands ran at one of two speeds (level3/3: 0.68-0.74 or
+    1.05-1.18 ms, h100-2026-12-07-d). The parent now reads the GPU's clock as each timing command is sent and as it
+    replies (``kbv.sandbox.devclock``), beside the command's median per baseline: every command of both roles in
+    every round, and the reference's clean commands (rounds from ``TIMING_ROUNDS`` on); none on the CPU."""
+    readings = iter(range(1000, 2000, 10))
+    monkeypatch.setattr(performance.devclock, "reading",
+                        lambda gpu: {"sm_mhz": next(readings), "reasons": ["sw_power_cap"]})
+
+    def script(role_ms: float) -> Callable[[dict[str, Any]], dict[str, Any]]:
+        return lambda msg: timing_script(role_ms + (0.5 if msg["cmd"] == "time" and msg["round"] == 2 else 0.0),
+                                         0.0)(msg)
+
+    fake.scripts = {"reference": script(1.0), "candidate": script(2.0)}
+    ctx = timing_context(tmp_path, "cuda")
+    ctx.options.clean_reference = True
+    performance.PerformanceStage(ctx).run()
+    clocks = ctx.draft.timing_ms["command_clocks"]
+    rounds = [(c["pair"], c["round"], c["role"]) for c in clocks]
+    assert sorted(rounds[:2 * TIMING_ROUNDS]) == sorted((0, r, role) for r in range(TIMING_ROUNDS)
+                                                        for role in ("reference", "candidate"))
+    assert rounds[2 * TIMING_ROUNDS:] == [(0, TIMING_ROUNDS, "reference")]  # the clean command
+    assert [c["median_ms"] for c in clocks if c["round"] == 2] == [{"verified": 1.5}, {"verified": 2.5}] or \
+        [c["median_ms"] for c in clocks if c["round"] == 2] == [{"verified": 2.5}, {"verified": 1.5}]
+    assert all(c["after"]["sm_mhz"] == c["before"]["sm_mhz"] + 10 for c in clocks)  # read before, then after
+    assert clocks[0]["before"]["reasons"] == ["sw_power_cap"]
+    (tmp_path / "cpu").mkdir()
+    cpu = timing_context(tmp_path / "cpu", "cpu")
+    performance.PerformanceStage(cpu).run()
+    assert "command_clocks" not in cpu.draft.timing_ms
+
+
 def _recorded_calls(fake: type[FakeWorker], events: list[tuple[str, str, float, float]], fail: int | None = None):
     """FakeWorker.call wrapped: every command as (command, role, start, end); setup number ``fail`` (counting
     every worker's setup from 0) dies."""

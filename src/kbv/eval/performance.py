@@ -37,7 +37,7 @@ from kbv.protocol import (
     STAGE_MEMORY_SLACK_REL, STAGE_MEMORY_TRANSIENT_OUTPUTS, DISTRIBUTIONS, JUDGED_TIMED_BYTES_PER_PAIR, JUDGED_TIMED_CALLS_PER_PAIR, MEMORY_SLACK_BYTES,
     REFERENCE_DRIFT_MAX, REFERENCE_REMEASURE_COMMANDS, REFERENCE_REMEASURE_TRIALS, REFERENCE_SHIFTED_SHARE, RING_BYTES, RING_DEVICE_FRACTION, TIMED_DISTRIBUTION_WEIGHTS, TIMING_ROUNDS, TIMING_RULES, TIMING_TRUNCATE_CONFIRM, TIMING_TRUNCATE_FACTOR, timed_call,
 )
-from kbv.sandbox import devbusy, devmem, freeze, launch, observe
+from kbv.sandbox import devbusy, devclock, devmem, freeze, launch, observe
 from kbv.sandbox.launch import Worker, WorkerFailure
 
 _READER = ThreadPoolExecutor(max_workers=4, thread_name_prefix="kbv-gpu-clocks")  # readings of GPU clocks
@@ -553,9 +553,11 @@ class PerformanceStage:
                     busy_from = time.time()
                     # and stopped, where freeze_idle: none of its threads can launch or spin beside this timing
                     with freeze.stopped(workers[other].pid if self.options.freeze_idle else None):
+                        clock = self._clock()
                         t0 = time.monotonic()
                         reply = self._call(workers[role], role, msg, deadline, pacer)
                         elapsed_ms = (time.monotonic() - t0) * 1e3
+                    self._note_clock(pair_index, round_index, role, clock, reply)
                     idle_to = observe.cpu_ns(workers[other].pid)
                     if idle_from is not None and idle_to is not None:
                         self.idle_cpu[other][0] += (idle_to - idle_from) / 1e6
@@ -1036,18 +1038,18 @@ class PerformanceStage:
         with self.ctx.clock("performance", "process_exit"):
             candidate.kill()
             candidate.close()
-        replies = [self._clean_command(reference, share, TIMING_ROUNDS, deadline, full_warmup=True)]
+        replies = [self._clean_command(reference, share, TIMING_ROUNDS, deadline, full_warmup=True, pair=pair_index)]
         found = self._clean_found(pair_index, replies)
         if any(v["ratio"] is not None and v["ratio"] < REFERENCE_CLEAN_RETRY_BELOW
                for b, v in found.items() if b != "pair"):  # it read slow: a second reading, the faster counts
             replies.append(self._clean_command(reference, share, TIMING_ROUNDS + 1, deadline, full_warmup=False,
-                                               after=replies[-1]))
+                                               after=replies[-1], pair=pair_index))
             found = self._clean_found(pair_index, replies)
         if self._clean_flagged([found]) and len(replies) < REFERENCE_CLEAN_POOLED_COMMANDS:
             first = {b: v["ratio"] for b, v in found.items() if b != "pair"}
             while len(replies) < REFERENCE_CLEAN_POOLED_COMMANDS:
                 replies.append(self._clean_command(reference, share, TIMING_ROUNDS + len(replies), deadline,
-                                                   full_warmup=False, after=replies[-1]))
+                                                   full_warmup=False, after=replies[-1], pair=pair_index))
             found = self._clean_found(pair_index, replies, pooled=True)
             for b, ratio in first.items():
                 found[b]["ratio_before_pooling"] = ratio
@@ -1061,7 +1063,7 @@ class PerformanceStage:
         self.recorded.add(role, self._call(worker, role, {"cmd": "recorded"}, deadline).get("recorded"))
 
     def _clean_command(self, reference: Worker, share: float, round_index: int, deadline: float,
-                       full_warmup: bool, after: dict[str, Any] | None = None) -> dict[str, Any]:
+                       full_warmup: bool, after: dict[str, Any] | None = None, pair: int = 0) -> dict[str, Any]:
         """One clean command of the reference's (``_clean_reference``): its reply, its kept outputs dropped after.
         One ``after`` another clean command is sent that command's medians as its estimates, as the commands beside
         the candidate are sent their previous command's (``_time_pair``)."""
@@ -1073,7 +1075,9 @@ class PerformanceStage:
         if after is not None:
             msg["estimate_ms"] = {b: statistics.median(times) for b in self.baselines
                                   if (times := [as_float(t) for t in after["timing"][b]["times_ms"]])}
+        clock = self._clock()
         reply = self._call(reference, "reference", msg, deadline, pacer)
+        self._note_clock(pair, round_index, "reference", clock, reply)
         if pacer.fill_error is not None:  # the lender failed while filling the slot
             raise pacer.fill_error
         if loan is not None:
@@ -1255,6 +1259,24 @@ class PerformanceStage:
             self.ev.see("output_aliases_input")
             self.draft.correctness.setdefault("input_use", {}).setdefault("aliased_outputs", {})["timed"] = [
                 list(pair) for pair in extra]
+
+    def _clock(self) -> dict[str, Any] | None:
+        """On a GPU, its SM clock and the driver's reasons for it now (``kbv.sandbox.devclock``); None elsewhere."""
+        return devclock.reading(self.ctx.gpu) if self.ctx.device == "cuda" else None
+
+    def _note_clock(self, pair: int, round_index: int, role: str, before: dict[str, Any] | None,
+                    reply: Any) -> None:
+        """One timing command's GPU clock as it was sent (``before``) and as it replied, beside its median per
+        baseline, in ``timing_ms.command_clocks`` (rounds from ``TIMING_ROUNDS`` on are the reference's clean
+        commands): a diagnostic for a reference whose whole commands run at one of two speeds; decides nothing."""
+        if before is None:
+            return
+        timing = reply.get("timing") if isinstance(reply, dict) else None
+        medians = {b: round(statistics.median(times), 5) for b, t in (timing or {}).items()
+                   if isinstance(t, dict) and (times := [as_float(x) for x in t.get("times_ms") or []])}
+        self.draft.timing_ms.setdefault("command_clocks", []).append(
+            {"pair": pair, "round": round_index, "role": role, "before": before, "after": self._clock(),
+             "median_ms": medians})
 
     def _note_split(self, role: str, split: Any) -> None:
         """The worker's own account of a timing command (``timer.time_calls``'s ``split_ms``), summed per role into
