@@ -20,7 +20,8 @@ case $1 in
   # 3. the pairs whose reference ran whole commands at one of two speeds (level3/3: 0.68-0.74 or 1.05-1.18 ms on
   # h100-2026-12-07-d, pinned to 4 CPUs or not), first with both roles' timing workers on one CPU (the same one:
   # they never run together), then unpinned, on the same machine: is the second speed a launch thread that woke on
-  # a busy core? (reference_clean.pairs: beside_ms and clean_each_ms per command)
+  # a busy core? Only the verified baseline's commands switch speed (README here), so read timing_ms.command_clocks
+  # (each command's SM clock and the driver's reasons, beside its medians) with reference_clean.pairs
   3) P=level3/3_DeepNarrowMLP,level1/10_3D_tensor_matrix_multiplication,level1/13_Matmul_for_symmetric_matrices
      KBV_GPU_TIMING_CPUS=1 g "$(( $(left) / 2 - 5 ))" n3two-one-cpu --stages vskb --vskb-pairs "$P" --vskb-budget "$(( $(left) / 2 - 40 ))"
      g "$(( $(left) - 5 ))" n3two-free --stages vskb --vskb-pairs "$P" --vskb-budget "$(( $(left) - 40 ))" ;;
