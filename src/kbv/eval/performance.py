@@ -1063,7 +1063,7 @@ class PerformanceStage:
         self.recorded.add(role, self._call(worker, role, {"cmd": "recorded"}, deadline).get("recorded"))
 
     def _clean_command(self, reference: Worker, share: float, round_index: int, deadline: float,
-                       full_warmup: bool, after: dict[str, Any] | None = None, pair: int = 0) -> dict[str, Any]:
+                       full_warmup: bool, *, pair: int, after: dict[str, Any] | None = None) -> dict[str, Any]:
         """One clean command of the reference's (``_clean_reference``): its reply, its kept outputs dropped after.
         One ``after`` another clean command is sent that command's medians as its estimates, as the commands beside
         the candidate are sent their previous command's (``_time_pair``)."""
@@ -1273,7 +1273,8 @@ class PerformanceStage:
             return
         timing = reply.get("timing") if isinstance(reply, dict) else None
         medians = {b: round(statistics.median(times), 5) for b, t in (timing or {}).items()
-                   if isinstance(t, dict) and (times := [as_float(x) for x in t.get("times_ms") or []])}
+                   if isinstance(t, dict) and isinstance(t.get("times_ms"), list)
+                   and (times := [as_float(x) for x in t["times_ms"]])}
         self.draft.timing_ms.setdefault("command_clocks", []).append(
             {"pair": pair, "round": round_index, "role": role, "before": before, "after": self._clock(),
              "median_ms": medians})
