@@ -1073,8 +1073,7 @@ class PerformanceStage:
                "ring_bytes": self.ring_bytes, "record": self.recorded is not None, "full_warmup": full_warmup,
                "release_cached": self.release_cached}
         if after is not None:
-            msg["estimate_ms"] = {b: statistics.median(times) for b in self.baselines
-                                  if (times := [as_float(t) for t in after["timing"][b]["times_ms"]])}
+            msg["estimate_ms"] = reply_medians(after)
         clock = self._clock()
         reply = self._call(reference, "reference", msg, deadline, pacer)
         self._note_clock(pair, round_index, "reference", clock, reply)
@@ -1271,13 +1270,9 @@ class PerformanceStage:
         commands): a diagnostic for a reference whose whole commands run at one of two speeds; decides nothing."""
         if before is None:
             return
-        timing = reply.get("timing") if isinstance(reply, dict) else None
-        medians = {b: round(statistics.median(times), 5) for b, t in (timing or {}).items()
-                   if isinstance(t, dict) and isinstance(t.get("times_ms"), list)
-                   and (times := [as_float(x) for x in t["times_ms"]])}
         self.draft.timing_ms.setdefault("command_clocks", []).append(
             {"pair": pair, "round": round_index, "role": role, "before": before, "after": self._clock(),
-             "median_ms": medians})
+             "median_ms": {b: round(ms, 5) for b, ms in reply_medians(reply).items()}})
 
     def _note_split(self, role: str, split: Any) -> None:
         """The worker's own account of a timing command (``timer.time_calls``'s ``split_ms``), summed per role into
@@ -1450,6 +1445,14 @@ class PerformanceStage:
             return {}
         entries = {b: self._cache().get(self._cache_key(b)) for b in baselines}
         return entries if all(entries.values()) else {}
+
+
+def reply_medians(reply: Any) -> dict[str, float]:
+    """A timing command's median per call per baseline, from its reply (a baseline with no times has none)."""
+    timing = reply.get("timing") if isinstance(reply, dict) else None
+    return {b: statistics.median(times) for b, t in (timing or {}).items()
+            if isinstance(t, dict) and isinstance(t.get("times_ms"), list)
+            and (times := [as_float(x) for x in t["times_ms"]])}
 
 
 def clean_reference_on(option: bool | None, device: str) -> bool:

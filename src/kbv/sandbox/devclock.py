@@ -31,15 +31,12 @@ def reading(gpu: int | None) -> dict[str, Any] | None:
     mhz = ctypes.c_uint()
     bits = ctypes.c_ulonglong()
     with devmem.LOCK:
-        handles = devmem.device_handles(lib)
-        index = gpu or 0
-        if handles is None or index >= len(handles):
-            return None
-        if lib.nvmlDeviceGetClockInfo(handles[index], _NVML_CLOCK_SM, ctypes.byref(mhz)) != _NVML_SUCCESS:
+        handle = devmem.device_handle(lib, gpu)
+        if handle is None or lib.nvmlDeviceGetClockInfo(handle, _NVML_CLOCK_SM, ctypes.byref(mhz)) != _NVML_SUCCESS:
             return None
         why = getattr(lib, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
             lib, "nvmlDeviceGetCurrentClocksThrottleReasons", None)
-        known = why is not None and why(handles[index], ctypes.byref(bits)) == _NVML_SUCCESS
+        known = why is not None and why(handle, ctypes.byref(bits)) == _NVML_SUCCESS
     return {"sm_mhz": int(mhz.value), "reasons": named(int(bits.value)) if known else None}
 
 

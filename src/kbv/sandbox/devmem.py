@@ -71,6 +71,14 @@ def device_handles(lib: ctypes.CDLL) -> list[ctypes.c_void_p] | None:
     return handles
 
 
+def device_handle(lib: ctypes.CDLL, gpu: int | None) -> ctypes.c_void_p | None:
+    """NVML's handle of GPU ``gpu`` (NVML's index, as ``nvidia-smi -i``; the first where None; under ``LOCK``);
+    None where there is no such GPU or NVML cannot list them."""
+    handles = device_handles(lib)
+    index = gpu or 0
+    return handles[index] if handles is not None and index < len(handles) else None
+
+
 def entries(pids: Iterable[int]) -> list[tuple[int, int]] | None:
     """NVML's compute-process entries of ``pids`` on every GPU, as listed: (pid, bytes), one per entry (a pid may be
     listed more than once: once per GPU, and as the driver sees fit); None where NVML cannot be asked or reports no
@@ -114,10 +122,8 @@ def free_bytes(gpu: int | None) -> int | None:
     lib = loaded[0]
     memory = _Memory()
     with _LOCK:
-        handles = device_handles(lib)
-        index = gpu or 0
-        if handles is None or index >= len(handles) or lib.nvmlDeviceGetMemoryInfo(
-                handles[index], ctypes.byref(memory)) != _NVML_SUCCESS:
+        handle = device_handle(lib, gpu)
+        if handle is None or lib.nvmlDeviceGetMemoryInfo(handle, ctypes.byref(memory)) != _NVML_SUCCESS:
             return None
     return int(memory.free)
 
