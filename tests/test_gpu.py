@@ -166,7 +166,8 @@ def test_with_the_timed_calls_recorded_a_kernel_used_only_when_profiled_is_a_fal
 
 def test_a_digest_is_the_same_on_the_gpu_as_on_the_cpu() -> None:
     """The GPU digests a kept output in fewer, fused kernels (``kbv.worker.commit``: launch-bound there); the words
-    summed are the same, so the digest is the same as the CPU's for every element width and across chunks."""
+    summed are the same, so the digest is the same as the CPU's for every element width, across chunks, and for
+    large outputs digested by rows and columns."""
     import torch
 
     from kbv.worker import commit
@@ -174,7 +175,9 @@ def test_a_digest_is_the_same_on_the_gpu_as_on_the_cpu() -> None:
     gen = torch.Generator().manual_seed(7)
     cases = [torch.randn(64, 2048, generator=gen), torch.randn(5, generator=gen).half(),
              torch.randint(0, 255, (1001,), dtype=torch.uint8, generator=gen), torch.randn(3, 7, generator=gen).double(),
-             torch.randn(0), torch.randn(commit.CHUNK + 3, generator=gen), torch.randn(8, 9, generator=gen).t()]
+             torch.randn(0), torch.randn(commit.CHUNK + 3, generator=gen), torch.randn(8, 9, generator=gen).t(),
+             torch.randn(commit.GRID_MIN_BYTES // 4 + 6, generator=gen),  # by rows and columns, words past them
+             torch.randn(commit.GRID_MIN_BYTES // 4 + 9, generator=gen)[1:]]  # the same, 4 bytes into its storage
     for t in cases:
         assert commit.tensor_digest(t.cuda()) == commit.tensor_digest(t), (t.dtype, tuple(t.shape))
     assert commit.tensor_digest(cases[0].cuda()) != commit.tensor_digest((cases[0] + 1).cuda())

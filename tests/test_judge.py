@@ -121,6 +121,32 @@ def test_a_cpu_digest_taken_in_pieces_is_the_same_digest(monkeypatch):
     assert commit.tensor_digest(t2) != expected
 
 
+def test_a_large_outputs_digest_is_its_words_by_rows_and_columns(monkeypatch):
+    """From ``GRID_MIN_BYTES`` on, the digest is the sum of the output's 8-byte words, its row sums weighted by row
+    number, its column sums by column number and the words past the last full row by position (modulo 2**64),
+    computed here by hand; a view that starts 4 bytes into its storage reads the same words; one word changed, or
+    two words swapped within a row, changes the digest."""
+    from kbv.worker import commit
+
+    monkeypatch.setattr(commit, "GRID_MIN_BYTES", 64)
+    monkeypatch.setattr(commit, "GRID_COLS", 5)
+    commit._POSITIONS.clear()
+    t = torch.randn(47, generator=torch.Generator().manual_seed(1))[1:]  # 23 words: 4 rows of 5 and 3 past them
+    words = [int(w) for w in t.clone().view(torch.int64)]
+    mask = (1 << 64) - 1
+    rows = [sum(words[r * 5:r * 5 + 5]) for r in range(4)]
+    cols = [sum(words[r * 5 + c] for r in range(4)) for c in range(5)]
+    expected = [sum(words) & mask, sum((r + 1) * v for r, v in enumerate(rows)) & mask,
+                sum((c + 1) * v for c, v in enumerate(cols)) & mask,
+                sum((i + 1) * v for i, v in enumerate(words[20:])) & mask]
+    assert commit.tensor_digest(t) == expected
+    changed, swapped = t.clone(), t.clone()
+    changed[3] += 1e-6
+    swapped[0], swapped[2] = t[2], t[0]
+    assert commit.tensor_digest(changed) != expected != commit.tensor_digest(swapped)
+    assert len(commit.tensor_digest(t[:15])) == 2  # 60 bytes: under GRID_MIN_BYTES, the small rule
+
+
 def test_a_gpus_chunk_sums_stacked_or_not_are_the_cpus(monkeypatch):
     """On a GPU a chunk's two sums are taken stacked (small chunks, launch-bound) or each where it lies (from
     ``STACK_MAX_WORDS`` on, where the stack's copy costs more); run here on CPU tensors, both give the CPU path's

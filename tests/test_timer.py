@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 import weakref
 
@@ -187,6 +188,21 @@ def test_no_call_starts_while_an_earlier_calls_output_is_alive() -> None:
     assert max(held_at_start) == 0, held_at_start
 
 
+@pytest.mark.parametrize("rule", [TIMING_RULES["cuda"], TIMING_RULES["cpu"]])
+def test_a_worker_warmed_up_before_re_warms_for_rewarm_ms_from_one_call_to_min_warmup_calls(rule) -> None:
+    """A worker's first command under a baseline warms up for ``warmup_ms`` (at least ``min_warmup_calls``); its
+    later ones (``warmed``) for ``rewarm_ms`` by the estimate: one call of a slow kernel, ``min_warmup_calls`` of a
+    fast one; the trials are the same either way."""
+    for ms in (0.01, rule.rewarm_ms / 2, rule.rewarm_ms * 3):
+        first, trials, _ = timer._trial_count(ms, rule, 0.25)
+        again, trials_again, _ = timer._trial_count(ms, rule, 0.25, warmed=True)
+        assert trials == trials_again
+        assert first == max(rule.min_warmup_calls, math.ceil(rule.warmup_ms / ms))
+        assert again == max(1, min(rule.min_warmup_calls, math.ceil(rule.rewarm_ms / ms)))
+    assert timer._trial_count(rule.rewarm_ms * 3, rule, 0.25, warmed=True)[0] == 1
+    assert timer._trial_count(0.01, rule, 0.25, warmed=True)[0] == rule.min_warmup_calls
+
+
 @pytest.mark.parametrize("estimate_ms", [None, 1000.0])
 def test_an_estimate_from_the_parent_replaces_the_estimate_calls_and_the_ring_still_bounds_the_trials(
         estimate_ms: float | None) -> None:
@@ -208,8 +224,9 @@ def test_an_estimate_from_the_parent_replaces_the_estimate_calls_and_the_ring_st
                               ring_bytes=2048, keep=lambda i, out: None)
     estimates = 0 if estimate_ms is not None else ESTIMATE_CALLS
     assert result["estimates"] == ringed["estimates"] == estimates
-    assert result["warmup"] == rule.min_warmup_calls
-    assert len(calls) == 2 * (estimates + rule.min_warmup_calls) + len(result["times_ms"]) + len(ringed["times_ms"])
+    warmup = 1 if estimate_ms is not None else rule.min_warmup_calls  # a call of a second re-warms in one
+    assert result["warmup"] == warmup
+    assert len(calls) == 2 * (estimates + warmup) + len(result["times_ms"]) + len(ringed["times_ms"])
     assert len(result["times_ms"]) == (rule.min_trials if estimate_ms is not None else rule.max_trials)
     assert len(ringed["times_ms"]) == 2
     # the worker's split counts every timed call, none of the estimates (it once skipped three calls either way)

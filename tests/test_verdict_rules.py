@@ -20,7 +20,7 @@ import torch
 from conftest import problem_path
 from kbv.eval import EvalOptions, correctness, performance, workspace
 from kbv.eval import context as context_module
-from kbv.eval.context import PairContext, ReferenceFailed
+from kbv.eval.context import PairContext, ReferenceFailed, gpu_timing_sets
 from kbv.eval.lent_timing import lends
 from kbv.eval.pacing import Pacer, PacingError, untimed_ms
 from kbv.eval.evidence import Evidence, Failure
@@ -28,7 +28,7 @@ from kbv.eval.params import map_parameters
 from kbv.eval.verdict import Rules, decide, over_shapes, should_time
 from kbv.problems import load_problem
 from kbv.problems.candidates import Candidate
-from kbv.protocol import (DISTRIBUTION_NAMES, FIRST_TIMED_CALL, FLAGS, JUDGED_TIMED_BYTES_PER_PAIR,
+from kbv.protocol import (DISTRIBUTION_NAMES, FIRST_TIMED_CALL, FLAGS, GPU_TIMING_CPUS, JUDGED_TIMED_BYTES_PER_PAIR,
                           JUDGED_TIMED_CALLS_PER_PAIR, LEND_TIMED_DEFAULT, REFERENCE_REMEASURE_COMMANDS,
                           REFERENCE_REMEASURE_TRIALS, REJECTING_FLAGS,
                           VERDICT_PRECEDENCE,
@@ -809,6 +809,28 @@ def test_every_timing_commands_gpu_clock_is_noted_beside_its_medians(fake, monke
     cpu = timing_context(tmp_path / "cpu", "cpu")
     performance.PerformanceStage(cpu).run()
     assert "command_clocks" not in cpu.draft.timing_ms
+
+
+def test_the_parents_own_time_around_each_timing_command_is_split_out(fake, tmp_path) -> None:
+    """Each timing command of the rounds adds to ``timing_ms.parent_split_ms``: its count, the call itself, the
+    worker's own account of it (``command_ms``), the whole of the parent's work for it, and the named parts of that
+    work (on a GPU the clock readings, the idle worker's utilisation and the reference's drop): where a sub-ms
+    pair's 26 ms a command outside its workers' trials went (h100-2026-12-07-e). A diagnostic only."""
+    base = timing_script(1.0, 0.0)
+
+    def script(msg: dict[str, Any]) -> dict[str, Any]:
+        reply = base(msg)
+        return reply | {"command_ms": 3.0} if msg["cmd"] == "time" else reply
+
+    fake.scripts = {"reference": script, "candidate": script}
+    ctx = timing_context(tmp_path, "cuda")
+    performance.PerformanceStage(ctx).run()
+    split = ctx.draft.timing_ms["parent_split_ms"]
+    assert split["commands"] == 2 * TIMING_ROUNDS
+    assert split["worker"] == pytest.approx(3.0 * 2 * TIMING_ROUNDS)
+    assert split["loop"] >= split["call"] > 0
+    assert {"clocks", "idle_gpu", "drop", "watch"} <= set(split)
+    assert split["loop"] >= sum(split[p] for p in ("clocks", "idle_gpu", "drop", "watch")) - 1e-6
 
 
 def _recorded_calls(fake: type[FakeWorker], events: list[tuple[str, str, float, float]], fail: int | None = None):
@@ -3113,11 +3135,11 @@ def test_timed_calls_come_from_every_distribution() -> None:
 class _Proc:
     """A stand-in worker: a real process whose /proc the parent reads; it acts on a line sent to its stdin."""
 
-    def __init__(self, role: str, script: str):
+    def __init__(self, role: str, script: str, stage: str = "correctness"):
         import subprocess
         import sys
 
-        self.spec = type("Spec", (), {"role": role})()
+        self.spec = type("Spec", (), {"role": role, "stage": stage})()
         self.proc = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      text=True)
         self.pid = self.proc.pid
@@ -3166,6 +3188,37 @@ def test_the_parents_own_look_at_the_worker(tmp_path, action: str, flag: str) ->
         cand.act()
         ctx.watch(cand, "D2")
         assert flag in ctx.evidence.observed
+    finally:
+        cand.close()
+
+
+@pytest.mark.parametrize("stage", ["correctness", "performance"])
+@pytest.mark.parametrize("timing_cpus", [GPU_TIMING_CPUS, 0])
+def test_on_a_gpu_a_candidate_that_widens_the_cpus_it_was_pinned_to_is_caught(tmp_path, stage: str,
+                                                                               timing_cpus: int) -> None:
+    """On a GPU the parent pins every worker (``gpu_timing_cpus``: the timing CPUs, or the rest): a candidate that
+    widens its CPU set, in either stage, is ``resources_changed``; with the pinning off (0) nothing is pinned and
+    the same candidate adds no flag."""
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one CPU: nothing to pin apart")
+    problem = load_problem(problem_path("level1/5_ReLU"))
+    cand_file = tmp_path / "cand.py"
+    cand_file.write_text("class ModelNew: pass\n")
+    ctx = PairContext(problem, Candidate.from_path(cand_file), EvalOptions(device="cpu", sandbox="off",
+                                                                           gpu_timing_cpus=timing_cpus), "cuda", gpu=0)
+    cand = _Proc("candidate", _ACTOR.format(action="os.sched_setaffinity(0, set(range(os.cpu_count())))"), stage)
+    try:
+        from kbv.sandbox import observe
+
+        pinned = ctx.cpus_for(stage)
+        assert bool(pinned) == bool(timing_cpus)
+        if pinned:
+            assert observe.pin(cand.pid, pinned)
+        ctx.watch(cand, "D1")
+        assert not ctx.evidence.observed
+        cand.act()
+        ctx.watch(cand, "D2")
+        assert ("resources_changed" in ctx.evidence.observed) == bool(timing_cpus)
     finally:
         cand.close()
 
@@ -3395,19 +3448,29 @@ def test_clock_check_judges_the_claim_of_the_whole_record_not_of_the_first_pair(
     assert "wall_clock_mismatch" not in ctx.evidence.observed
 
 
-def test_gpu_timing_workers_are_pinned_only_when_asked(tmp_path) -> None:
-    """The pinning experiment (``KBV_GPU_TIMING_CPUS``): on a GPU, the last N of the parent's CPUs for both roles'
-    timing workers, never the correctness stage's; off by default."""
+def test_gpu_timing_workers_are_pinned_to_cpus_of_their_own_and_every_other_worker_to_the_rest(tmp_path) -> None:
+    """On a GPU (``GPU_TIMING_CPUS``) both roles' timing workers are pinned to the same CPUs, the last of the
+    parent's for GPU 0 and the ones below for GPU 1; every other worker (correctness, a lender) to the CPUs left;
+    ``gpu_timing_cpus=0`` (KBV_GPU_TIMING_CPUS=0) pins none, and neither does a machine with no CPU to spare."""
     problem = load_problem(problem_path("level1/5_ReLU"))
     cand = tmp_path / "cand.py"
     cand.write_text("class ModelNew: pass\n")
     mine = sorted(os.sched_getaffinity(0))
-    asked = PairContext(problem, Candidate.from_path(cand), EvalOptions(device="cpu", sandbox="off",
-                                                                        gpu_timing_cpus=1), "cuda", gpu=0)
-    assert asked.gpu_timing_cpus("performance") == {mine[-1]}
-    assert asked.gpu_timing_cpus("correctness") == set()
-    default = PairContext(problem, Candidate.from_path(cand), EvalOptions(device="cpu", sandbox="off"), "cuda", gpu=0)
-    assert default.gpu_timing_cpus("performance") == set()
+
+    def ctx(gpu: int = 0, **options: Any) -> PairContext:
+        return PairContext(problem, Candidate.from_path(cand), EvalOptions(device="cpu", sandbox="off", **options),
+                           "cuda", gpu=gpu)
+    if len(mine) >= 2:
+        default = ctx()
+        assert GPU_TIMING_CPUS == 1 and default.cpus_for("performance") == {mine[-1]}
+        assert default.cpus_for("correctness") == set(mine[:-1]) == default.cpus_for("performance", lender=True)
+    assert ctx(gpu_timing_cpus=0).cpus_for("performance") == set() == ctx(gpu_timing_cpus=0).cpus_for("correctness")
+    assert ctx(gpu_timing_cpus=len(mine)).cpus_for("performance") == set()  # the parent would keep no CPU
+    sets = gpu_timing_sets(1, 2)
+    if len(mine) >= 3:  # two GPUs: a CPU each, the rest for the others
+        assert sets == {0: {mine[-1]}, 1: {mine[-2]}}
+        assert ctx(gpu=1).cpus_for("performance") == {mine[-2]}
+    assert gpu_timing_sets(1, len(mine)) == {}
 
 
 ATEN_RELU = ("void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::launch_clamp_scalar"

@@ -307,6 +307,15 @@ GUARD_BYTES: Final = 64 * 1024
 # Timed calls whose lent inputs or bands the judge found written to, kept in the record (correctness.input_use.
 # timed_lent); the flag needs one.
 LENT_CHECKS_KEPT: Final = 8
+# On a GPU the parent pins both roles' timing workers to the same this many CPUs, a set of their own for each GPU
+# (the last of the parent's CPUs for GPU 0, the ones below them for GPU 1, and so on), and every other worker of the
+# run (correctness, lenders) to the CPUs left; a candidate that widens its set is resources_changed, as on the CPU.
+# Unpinned, a launch-bound reference ran whole commands at one of two speeds: level3/3's verified baseline 0.86-1.03
+# ms in some processes and 0.66-0.73 ms in others, at the same SM clock of 1,980 MHz (the GPU's clock, read around
+# every command, did not move); pinned to one CPU, 0.55-0.71 ms in every command but one, and each of the three
+# pairs' timing stages was faster (3.74 against 4.26 s for level3/3; docs/results/h100-2026-12-07-e). 0 leaves them
+# unpinned (KBV_GPU_TIMING_CPUS=N sets N).
+GPU_TIMING_CPUS: Final = 1
 # Both roles' timed inputs are lent by a third process, the lender (kbv.eval.lent_timing), by default on these
 # devices (KBV_LEND_TIMED=1 or 0: always or never). Lending the candidate's alone moved its timings: on this project's
 # 2-core CPU the reference as its own candidate fell to 0.36-0.68 at 25-50 us per call (docs/results/cpu-2026-12-04,
@@ -382,6 +391,11 @@ class TimingRule:
     max_trials: int
     flush_l2_factor: float  # flush buffer = factor x L2 size, written between trials
     process_pairs: int  # fresh (reference, candidate) worker pairs per measurement; the budget is split among them
+    # a worker's later commands under a baseline warm up for this long by its estimate (at least one call, at most
+    # min_warmup_calls): it has run the forward before. At min_warmup_calls a slow kernel's later warm-ups were most
+    # of its timing: level2/2 (12.7 ms a call) spent 935 of its reference's 1,371 ms before the trials on them, 3
+    # calls in each of 24 commands, for 25 timed trials (docs/results/h100-2026-12-07-e)
+    rewarm_ms: float = 5.0
 
 
 TIMING_RULES: Final = {

@@ -4,6 +4,7 @@ state, the record sections being filled (``Draft``: every record field except th
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import secrets
@@ -79,6 +80,28 @@ def _last_cpus(count: int) -> set[int]:
         return set(sorted(os.sched_getaffinity(0))[-count:])
     except (AttributeError, OSError):
         return set()
+
+
+def gpu_timing_sets(count: int, gpus: int) -> dict[int, set[int]]:
+    """``count`` CPUs of this process's for each of ``gpus`` GPUs' timing workers: the last ones for GPU 0, the ones
+    below them for GPU 1, and so on; none at all where that would leave this process no CPU of its own beside them
+    (or its CPUs cannot be read)."""
+    try:
+        mine = sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return {}
+    if count <= 0 or count * gpus >= len(mine):
+        return {}
+    return {g: set(mine[len(mine) - (g + 1) * count:len(mine) - g * count]) for g in range(gpus)}
+
+
+@functools.cache
+def _run_gpus() -> int:
+    """How many GPUs this process sees (their timing workers each get CPUs of their own)."""
+    from kbv import envinfo
+
+    return len(envinfo.gpu_indices())
+
 
 class PairContext:
     def __init__(self, problem: Problem, candidate: Candidate, options: EvalOptions, device: str,
@@ -303,18 +326,21 @@ class PairContext:
     def start(self, role: str, stage: str, deadline: float, charged: bool = True, lender: bool = False) -> Worker:
         """A fresh worker, its start (process, imports, problem load, confinement) charged to ``process_start``
         (unless ``charged`` is False: workers started together in threads are charged once, by the caller). On
-        the CPU both roles are pinned by the parent to the same CPUs (``worker_cpus``): a candidate that starts more
-        threads gains no cores, and one that widens its CPU set is caught (``watch``). A ``lender`` (reference
+        the CPU both roles are pinned by the parent to the same CPUs (``worker_cpus``; on a GPU both roles' timing
+        workers to their GPU's timing CPUs and every other worker to the rest, ``gpu_timing_cpus``): a candidate that
+        starts more threads gains no cores, and one that widens its CPU set is caught (``watch``). A ``lender`` (reference
         role, never timed: ``kbv.eval.lent_timing``) is pinned to the parent's other CPUs (``lender_cpus``), so its
         work for both roles alike runs beside theirs rather than in their time slices."""
         with self.clock(stage, "process_start") if charged else nullcontext():
             worker = Worker(self.spec(role, stage), deadline, on_close=lambda s: self.charge(stage, "process_exit", s))
         if charged:  # on a GPU the worker starts CUDA before its hello (kbv.worker.session.Session.warm)
             self.split_cuda_init(stage, {"cuda_init_s": worker.cuda_init_s}, "process_start")
-        cpus = self.lender_cpus() if lender else self.worker_cpus() or self.gpu_timing_cpus(stage)
+        cpus = self.cpus_for(stage, lender)
         if cpus and observe.pin(worker.pid, cpus) and not lender:
-            self.draft.env.setdefault("resources", {"cpus": sorted(cpus),
-                                                    "threads": self.options.resolved_threads(self.device)})
+            resources = self.draft.env.setdefault("resources", {
+                "threads": self.options.resolved_threads(self.device)})  # on a GPU the timing and the other CPUs
+            resources.setdefault("cpus" if self.device == "cpu" or stage == "performance" else "other_cpus",
+                                 sorted(cpus))
         if not lender:  # a lender runs no candidate code: nothing to sample (and no collect would stop it)
             self._sample(worker, cpus)
         return worker
@@ -337,13 +363,26 @@ class PairContext:
             return set()
         return _last_cpus(threads)
 
+    def cpus_for(self, stage: str, lender: bool = False) -> set[int]:
+        """The CPUs the parent pins a worker of ``stage`` to (a ``lender``: a pair's lender), none where it pins
+        none: on the CPU ``worker_cpus`` (``lender_cpus``), on a GPU ``gpu_timing_cpus``."""
+        if self.device == "cpu":
+            return self.lender_cpus() if lender else self.worker_cpus()
+        return self.gpu_timing_cpus("lending" if lender else stage)
+
     def gpu_timing_cpus(self, stage: str) -> set[int]:
-        """On a GPU, where ``gpu_timing_cpus`` asks for it (an experiment, off by default): the timing workers of
-        both roles, the last that many of the parent's CPUs; none otherwise."""
-        count = self.options.gpu_timing_cpus
-        if self.device == "cpu" or stage != "performance" or count <= 0:
+        """On a GPU (``GPU_TIMING_CPUS``, ``options.gpu_timing_cpus``): for the performance stage, the CPUs its GPU's
+        timing workers of both roles are pinned to (``gpu_timing_sets``); for every other stage, the parent's CPUs
+        less every GPU's timing CPUs. None on the CPU, where ``worker_cpus`` pins, or where it is off."""
+        if self.device == "cpu":
             return set()
-        return _last_cpus(count)
+        gpu = self.gpu or 0
+        sets = gpu_timing_sets(self.options.gpu_timing_cpus, max(_run_gpus(), gpu + 1))
+        if not sets:
+            return set()
+        if stage == "performance":
+            return sets.get(gpu, set())
+        return set(os.sched_getaffinity(0)).difference(*sets.values())
 
     def lender_cpus(self) -> set[int]:
         """The CPUs of a pair's lender: the parent's own less the timing workers' (``worker_cpus``), or theirs where

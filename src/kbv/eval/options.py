@@ -9,7 +9,8 @@ from pathlib import Path
 
 from kbv.files import cache_dir
 from kbv.problems import Problem, resolve_profile
-from kbv.protocol import DEFAULT_SPEEDUP_BOUND, PRESETS, PROTOCOLS, STANDARD_TOLERANCES, TOLERANCES
+from kbv.protocol import (DEFAULT_SPEEDUP_BOUND, GPU_TIMING_CPUS, PRESETS, PROTOCOLS, STANDARD_TOLERANCES,
+                          TOLERANCES)
 
 DEVICES = ("auto", "cpu", "cuda")
 
@@ -77,10 +78,10 @@ class EvalOptions:
     # --gpu-share's: None (KBV_LOOKAHEAD_DEPTH unset) for LOOKAHEAD_DEPTH
     lookahead_depth: int | None = field(default_factory=lambda: int(os.environ["KBV_LOOKAHEAD_DEPTH"])
                                         if os.environ.get("KBV_LOOKAHEAD_DEPTH", "").isdigit() else None)
-    # an experiment (off by default): on a GPU both roles' timing workers pinned by the parent to the same last N of
-    # its CPUs (as every CPU worker is), to see whether a launch-bound shape's speedup then strays less between
-    # process pairs; KBV_GPU_TIMING_CPUS=N
-    gpu_timing_cpus: int = field(default_factory=lambda: int(os.environ.get("KBV_GPU_TIMING_CPUS", "0") or 0))
+    # on a GPU both roles' timing workers pinned by the parent to the same N CPUs of their GPU's own, every other
+    # worker to the rest (GPU_TIMING_CPUS; KBV_GPU_TIMING_CPUS=N, 0 leaves them all unpinned)
+    gpu_timing_cpus: int = field(default_factory=lambda: int(os.environ.get("KBV_GPU_TIMING_CPUS", "")
+                                                             or GPU_TIMING_CPUS))
     # a precompiled torch/extension.h for load_inline builds (kbv.eval.pch): auto (built for PCH_MIN_BUILDS builds
     # in one run, then offered to every build), on (built for one), off (neither built nor offered); KBV_PCH sets it
     pch: str = field(default_factory=lambda: os.environ.get("KBV_PCH", "auto"))

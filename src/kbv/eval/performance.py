@@ -15,9 +15,9 @@ import secrets
 import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from functools import partial
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from kbv import envinfo, stats
 from kbv.eval import workspace
@@ -549,21 +549,25 @@ class PerformanceStage:
                     if measure:
                         pacer.around = self._call_memory(role)
                     other = roles[1] if role == roles[0] else roles[0]
+                    t_loop = time.monotonic()
                     idle_from = observe.cpu_ns(workers[other].pid)  # the other role's worker, idle meanwhile
                     busy_from = time.time()
                     # and stopped, where freeze_idle: none of its threads can launch or spin beside this timing
                     with freeze.stopped(workers[other].pid if self.options.freeze_idle else None):
-                        clock = self._clock()
+                        with self._parent_part("clocks"):
+                            clock = self._clock()
                         t0 = time.monotonic()
                         reply = self._call(workers[role], role, msg, deadline, pacer)
                         elapsed_ms = (time.monotonic() - t0) * 1e3
-                    self._note_clock(pair_index, round_index, role, clock, reply)
+                    with self._parent_part("clocks"):
+                        self._note_clock(pair_index, round_index, role, clock, reply)
                     idle_to = observe.cpu_ns(workers[other].pid)
                     if idle_from is not None and idle_to is not None:
                         self.idle_cpu[other][0] += (idle_to - idle_from) / 1e6
                         self.idle_cpu[other][1] += elapsed_ms
                     if self.ctx.device != "cpu":
-                        self._note_idle_gpu(other, workers[other].pid, busy_from, elapsed_ms)
+                        with self._parent_part("idle_gpu"):
+                            self._note_idle_gpu(other, workers[other].pid, busy_from, elapsed_ms)
                     if pacer.fill_error is not None:  # the lender failed while filling the slot
                         raise pacer.fill_error
                     if lent:
@@ -575,8 +579,11 @@ class PerformanceStage:
                         # (device memory for two roles' rings); on the CPU kept until the pair ends, as the candidate
                         # keeps its own, so both processes hold alike (the whole-stage memory rule,
                         # _judge_stage_memory), unless the candidate's are judged and dropped after each command
-                        self._call(reference, role, {"cmd": "drop"}, deadline)
-                    self.ctx.watch(workers[role], f"timing round {round_index}")
+                        with self._parent_part("drop"):
+                            self._call(reference, role, {"cmd": "drop"}, deadline)
+                    with self._parent_part("watch"):
+                        self.ctx.watch(workers[role], f"timing round {round_index}")
+                    self._note_parent(elapsed_ms, (time.monotonic() - t_loop) * 1e3, reply)
                     flags[role] = reply["flags"]
                     calls, reported = 0, 0.0
                     for b in baselines:
@@ -1273,6 +1280,29 @@ class PerformanceStage:
         self.draft.timing_ms.setdefault("command_clocks", []).append(
             {"pair": pair, "round": round_index, "role": role, "before": before, "after": self._clock(),
              "median_ms": {b: round(ms, 5) for b, ms in reply_medians(reply).items()}})
+
+    @contextmanager
+    def _parent_part(self, part: str) -> Iterator[None]:
+        """Add the block's time to ``timing_ms.parent_split_ms[part]``: the parent's own work around the timing
+        commands, a diagnostic that decides nothing."""
+        t0 = time.monotonic()
+        try:
+            yield
+        finally:
+            mine = self.draft.timing_ms.setdefault("parent_split_ms", {})
+            mine[part] = round(mine.get(part, 0.0) + (time.monotonic() - t0) * 1e3, 3)
+
+    def _note_parent(self, call_ms: float, loop_ms: float, reply: Any) -> None:
+        """One timing command's times in ``timing_ms.parent_split_ms``: ``commands``; ``call``, the command sent
+        until its reply (the worker's asks and commitments answered on the way); ``worker``, the worker's own
+        clock from the command's receipt to its reply; ``loop``, everything the parent did for it (``call`` and
+        the parts named beside it: ``clocks``, ``idle_gpu``, ``drop``, ``watch``). Decides nothing."""
+        mine = self.draft.timing_ms.setdefault("parent_split_ms", {})
+        mine["commands"] = mine.get("commands", 0) + 1
+        worker_ms = reply.get("command_ms") if isinstance(reply, dict) else None
+        for part, ms in (("call", call_ms), ("loop", loop_ms), ("worker", worker_ms)):
+            if isinstance(ms, (int, float)) and math.isfinite(ms):
+                mine[part] = round(mine.get(part, 0.0) + float(ms), 3)
 
     def _note_split(self, role: str, split: Any) -> None:
         """The worker's own account of a timing command (``timer.time_calls``'s ``split_ms``), summed per role into

@@ -3,10 +3,15 @@ then on record outside the candidate's process, and a kept copy rewritten later 
 untimed call that did the work the timed one skipped) no longer matches what the judge is shown.
 
 The digest is exact integer arithmetic on the output's bits, so the candidate's worker and the judge (the reference
-worker, on the same device) compute the same numbers: the words of the tensor (its elements' bytes read as
-integers), summed and summed with position weights, modulo 2**64. Matching a committed digest with
-different contents that still pass the judge would need those contents before the commitment, that is, the work
-done when the call ended (the time the burst's wall clock then sees).
+worker, on the same device) compute the same numbers. An output under ``GRID_MIN_BYTES``: the words of the tensor
+(its elements' bytes read as integers), summed and summed with position weights, modulo 2**64. A larger one (its
+bytes a multiple of 8): its 8-byte words laid out in rows of ``GRID_COLS``, the sum of every word, the row sums
+weighted by row number, the column sums weighted by column number, and the words past the last full row weighted
+by position, each modulo 2**64: the linear position-weighted sum follows from those, and the two reductions read
+the output twice with no temporary of its size (the small rule's products and casts read and wrote about seven
+times its size: 27 ms for each 4 GiB output on an H100, docs/results/h100-2026-12-07-d). Matching a committed digest
+with different contents that still pass the judge would need those contents before the commitment, that is, the
+work done when the call ended (the time the burst's wall clock then sees).
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ from kbv.protocol import CPU_CHUNK
 
 CHUNK = 1 << 24  # words per step: bounds the temporaries on large outputs (one int32 product per word)
 STACK_MAX_WORDS = 1 << 20  # on a GPU, a chunk of fewer words is summed stacked (``_device_sums``)
+GRID_MIN_BYTES = 1 << 24  # outputs of this many bytes or more (a multiple of 8) are digested by rows and columns
+GRID_COLS = 4096  # 8-byte words per row of that layout
 _WORD = {1: torch.uint8, 2: torch.int16, 4: torch.int32}
 _MASK = (1 << 64) - 1
 
@@ -26,9 +33,15 @@ _MASK = (1 << 64) - 1
 def tensor_digest(t: torch.Tensor) -> list[int]:
     """[sum of the words, sum of word x position (each product modulo 2**32)], both modulo 2**64 (unsigned); the
     words are the tensor's 4-byte words (2 or 1 bytes for narrower elements), positions count from 1 in each
-    chunk, plus the chunk's number."""
+    chunk, plus the chunk's number. From ``GRID_MIN_BYTES`` on (a multiple of 8 bytes) ``_grid_digest``'s four
+    numbers instead."""
     flat = torch.Tensor.reshape(torch.Tensor.detach(t), -1).contiguous()
     size = flat.element_size()
+    if flat.numel() * size >= GRID_MIN_BYTES and flat.numel() * size % 8 == 0:
+        try:
+            return _grid_digest(flat.view(torch.uint8).view(torch.int64))
+        except RuntimeError:  # a view whose offset is no multiple of 8 bytes: its words read from a copy
+            return _grid_digest(flat.clone().view(torch.uint8).view(torch.int64))
     words = flat.view(_WORD[4] if size % 4 == 0 else _WORD.get(size, torch.uint8))
     sums = []
     for k, start in enumerate(range(0, words.numel(), CHUNK)):
@@ -46,6 +59,21 @@ def tensor_digest(t: torch.Tensor) -> list[int]:
         return [0, 0]
     total = sums[0] if len(sums) == 1 else torch.stack(sums).sum(dim=0)
     return [int(v) & _MASK for v in total.tolist()]
+
+
+def _grid_digest(words: torch.Tensor) -> list[int]:
+    """[sum of the words, sum of row sum x row number, sum of column sum x column number, sum of word x position
+    past the last full row], each modulo 2**64 (int64 arithmetic wraps): ``words`` (8-byte) in rows of
+    ``GRID_COLS``, numbers and positions from 1. Two reductions over the words, no temporary of their size."""
+    rows_n = words.numel() // GRID_COLS
+    body = words[:rows_n * GRID_COLS].view(rows_n, GRID_COLS)
+    tail = words[rows_n * GRID_COLS:]
+    rows, cols = body.sum(dim=1), body.sum(dim=0)
+    total = rows.sum() + tail.sum()
+    weighted = [(rows * _positions(rows_n, words.device, torch.int64)).sum(),
+                (cols * _positions(GRID_COLS, words.device, torch.int64)).sum(),
+                (tail * _positions(tail.numel(), words.device, torch.int64)).sum()]
+    return [int(v) & _MASK for v in torch.stack([total, *weighted]).tolist()]
 
 
 def _on_device(part: torch.Tensor) -> bool:
@@ -70,14 +98,14 @@ def digest(items: list[Any]) -> list[list[int]]:
             if isinstance(item, dict) and isinstance(item.get("tensor"), torch.Tensor)]
 
 
-_POSITIONS: dict[tuple[int, str], torch.Tensor] = {}
+_POSITIONS: dict[tuple[int, str, torch.dtype], torch.Tensor] = {}
 
 
-def _positions(n: int, device: torch.device) -> torch.Tensor:
-    """1..n as int32 on ``device``, made once per size (every trial of a command has the same output sizes)."""
-    key = (n, str(device))
+def _positions(n: int, device: torch.device, dtype: torch.dtype = torch.int32) -> torch.Tensor:
+    """1..n as ``dtype`` on ``device``, made once per size (every trial of a command has the same output sizes)."""
+    key = (n, str(device), dtype)
     if key not in _POSITIONS:
         if len(_POSITIONS) > 8:
             _POSITIONS.clear()
-        _POSITIONS[key] = torch.arange(1, n + 1, dtype=torch.int32, device=device)
+        _POSITIONS[key] = torch.arange(1, n + 1, dtype=dtype, device=device)
     return _POSITIONS[key]

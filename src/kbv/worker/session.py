@@ -709,6 +709,7 @@ class Session:
         from later (``kept``). A baseline this worker has timed before warms up briefly, unless ``full_warmup``
         (the reference's clean command, after an idle gap); one the parent sends an estimate for (``estimate_ms``,
         ms per call by baseline) makes no estimate calls."""
+        t_command = time.perf_counter_ns()
         rule = TIMING_RULES["cuda" if self.device.startswith("cuda") else "cpu"]
         timings: dict[str, Any] = {}
         flags: dict[str, Any] = {}
@@ -770,7 +771,8 @@ class Session:
             # allocate again, before its timed trials (on an 80 GB H100 a 6 GiB output's candidate worker held
             # 36.6 GiB after its timing, and the reference's judged call ran out of memory)
             torch.cuda.empty_cache()
-        return {"timing": timings, "flags": flags, "ring": ring_info}
+        return {"timing": timings, "flags": flags, "ring": ring_info,
+                "command_ms": (time.perf_counter_ns() - t_command + self.receive_ns) / 1e6}  # a diagnostic
 
     def cmd_kept(self, msg: dict[str, Any]) -> dict[str, Any]:
         """The kept output the parent drew (``round``, ``baseline``, ``index``; or ``burst`` set), then every kept

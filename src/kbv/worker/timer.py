@@ -69,12 +69,15 @@ def _trial_count(estimate_ms: float, rule: TimingRule, share: float, slow_ms: fl
     ``TIMING_TRUNCATE_MIN_MS`` gets ``TIMING_TRUNCATED_TRIALS`` trials after one warm-up call.
 
     Warm-up lasts ``rule.warmup_ms`` by the wall clock (``wall_ms``: one call and its synchronize, as the evaluator's
-    clock saw it; a launch-bound kernel's device time would ask for many times more calls than that), and only
-    ``rule.min_warmup_calls`` calls once this worker has already warmed this forward up under the same baseline
-    (``warmed``)."""
+    clock saw it; a launch-bound kernel's device time would ask for many times more calls than that), and once this
+    worker has already warmed this forward up under the same baseline (``warmed``) ``rule.rewarm_ms``, at least one
+    call and at most ``rule.min_warmup_calls``."""
     estimate_ms = max(estimate_ms, 1e-4)
     per_call = max(estimate_ms, wall_ms or 0.0)
-    warmup = rule.min_warmup_calls if warmed else max(rule.min_warmup_calls, math.ceil(rule.warmup_ms / per_call))
+    if warmed:
+        warmup = max(1, min(rule.min_warmup_calls, math.ceil(rule.rewarm_ms / per_call)))
+    else:
+        warmup = max(rule.min_warmup_calls, math.ceil(rule.warmup_ms / per_call))
     low, high = math.ceil(rule.min_trials * share), max(1, math.floor(rule.max_trials * share))
     trials = min(high, max(low, math.ceil(rule.budget_ms * share / estimate_ms)))
     if slow_ms is not None and estimate_ms > slow_ms and trials * estimate_ms > TIMING_TRUNCATE_MIN_MS:
