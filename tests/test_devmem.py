@@ -266,3 +266,29 @@ def test_the_gpus_clock_and_the_drivers_reasons_for_it_are_read_from_nvml(monkey
     assert devclock.reading(0) is None
     monkeypatch.setattr(devclock.devmem, "nvml", lambda: None)
     assert devclock.reading(0) is None
+
+
+def test_a_cpus_clock_is_read_from_cpufreq_or_else_from_proc_cpuinfo(monkeypatch) -> None:
+    """kbv.sandbox.devclock.cpu_mhz: cpufreq's ``scaling_cur_freq`` (kHz) where the host exposes it, ``/proc/cpuinfo``'s
+    ``cpu MHz`` for the CPUs it does not; only the CPUs asked for; None where neither says, or none are asked."""
+    from kbv.sandbox import devclock
+
+    files = {"/sys/devices/system/cpu/cpu3/cpufreq/scaling_cur_freq": "1500000\n",
+             "/proc/cpuinfo": "processor\t: 2\ncpu MHz\t\t: 2445.404\n\nprocessor\t: 3\ncpu MHz\t\t: 999.0\n"
+                              "\nprocessor\t: 4\ncpu MHz\t\t: 3100.5\n"}
+
+    class FakePath:
+        def __init__(self, path: str) -> None:
+            self.path = path
+
+        def read_text(self) -> str:
+            if self.path not in files:
+                raise FileNotFoundError(self.path)
+            return files[self.path]
+
+    monkeypatch.setattr(devclock, "Path", FakePath)
+    assert devclock.cpu_mhz({2, 3}) == {"2": 2445.404, "3": 1500.0}
+    assert devclock.cpu_mhz({7}) is None
+    assert devclock.cpu_mhz(set()) is None
+    del files["/proc/cpuinfo"]
+    assert devclock.cpu_mhz({2, 3}) == {"3": 1500.0}

@@ -805,6 +805,8 @@ def test_every_timing_commands_gpu_clock_is_noted_beside_its_medians(fake, monke
         [c["median_ms"] for c in clocks if c["round"] == 2] == [{"verified": 2.5}, {"verified": 1.5}]
     assert all(c["after"]["sm_mhz"] == c["before"]["sm_mhz"] + 10 for c in clocks)  # read before, then after
     assert clocks[0]["before"]["reasons"] == ["sw_power_cap"]
+    pinned = ctx.gpu_timing_cpus("performance")  # the host's clock of each timing CPU beside the GPU's, if pinned
+    assert all(set(c["before"].get("cpu_mhz") or {}) == {str(cpu) for cpu in pinned} for c in clocks)
     (tmp_path / "cpu").mkdir()
     cpu = timing_context(tmp_path / "cpu", "cpu")
     performance.PerformanceStage(cpu).run()
@@ -814,8 +816,9 @@ def test_every_timing_commands_gpu_clock_is_noted_beside_its_medians(fake, monke
 def test_the_parents_own_time_around_each_timing_command_is_split_out(fake, tmp_path) -> None:
     """Each timing command of the rounds adds to ``timing_ms.parent_split_ms``: its count, the call itself, the
     worker's own account of it (``command_ms``), the whole of the parent's work for it, and the named parts of that
-    work (on a GPU the clock readings, the idle worker's utilisation and the reference's drop): where a sub-ms
-    pair's 26 ms a command outside its workers' trials went (h100-2026-12-07-e). A diagnostic only."""
+    work (on a GPU the clock readings, the idle worker's utilisation and the reference's drop): the parent's own
+    time told from the worker's (about 5 ms of each of LeNet5's commands on an H100, h100-2026-12-07-e). A
+    diagnostic only."""
     base = timing_script(1.0, 0.0)
 
     def script(msg: dict[str, Any]) -> dict[str, Any]:

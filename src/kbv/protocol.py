@@ -310,11 +310,11 @@ LENT_CHECKS_KEPT: Final = 8
 # On a GPU the parent pins both roles' timing workers to the same this many CPUs, a set of their own for each GPU
 # (the last of the parent's CPUs for GPU 0, the ones below them for GPU 1, and so on), and every other worker of the
 # run (correctness, lenders) to the CPUs left; a candidate that widens its set is resources_changed, as on the CPU.
-# Unpinned, a launch-bound reference ran whole commands at one of two speeds: level3/3's verified baseline 0.86-1.03
-# ms in some processes and 0.66-0.73 ms in others, at the same SM clock of 1,980 MHz (the GPU's clock, read around
-# every command, did not move); pinned to one CPU, 0.55-0.71 ms in every command but one, and each of the three
-# pairs' timing stages was faster (3.74 against 4.26 s for level3/3; docs/results/h100-2026-12-07-e). 0 leaves them
-# unpinned (KBV_GPU_TIMING_CPUS=N sets N).
+# The trusted side's choice for both roles alike (issue 12's rule 5), not a speed-up: on one H100 start, pinned to
+# one CPU, level3/3's verified commands held at 0.55-0.71 ms and three pairs' timing stages were faster (3.74 against
+# 4.26 s for level3/3); on another, three launch-bound pairs took 9.10 s a pair pinned against 7.95 unpinned, and one
+# pinned process switched between 0.72-0.77 and 1.04-1.26 ms from command to command at an SM clock of 1,980 MHz
+# throughout (one run each, docs/results/h100-2026-12-07-e). 0 leaves them unpinned (KBV_GPU_TIMING_CPUS=N sets N).
 GPU_TIMING_CPUS: Final = 1
 # Both roles' timed inputs are lent by a third process, the lender (kbv.eval.lent_timing), by default on these
 # devices (KBV_LEND_TIMED=1 or 0: always or never). Lending the candidate's alone moved its timings: on this project's

@@ -1267,8 +1267,13 @@ class PerformanceStage:
                 list(pair) for pair in extra]
 
     def _clock(self) -> dict[str, Any] | None:
-        """On a GPU, its SM clock and the driver's reasons for it now (``kbv.sandbox.devclock``); None elsewhere."""
-        return devclock.reading(self.ctx.gpu) if self.ctx.device == "cuda" else None
+        """On a GPU, its SM clock and the driver's reasons for it now (``kbv.sandbox.devclock``), with the clock of
+        each CPU the timing workers are pinned to (``cpu_mhz``, where the host tells it); None elsewhere."""
+        if self.ctx.device != "cuda":
+            return None
+        now = devclock.reading(self.ctx.gpu)
+        cpus = devclock.cpu_mhz(self.ctx.gpu_timing_cpus("performance"))
+        return (now or {}) | {"cpu_mhz": cpus} if cpus else now
 
     def _note_clock(self, pair: int, round_index: int, role: str, before: dict[str, Any] | None,
                     reply: Any) -> None:
