@@ -257,6 +257,23 @@ def test_a_gpu_command_sent_an_estimate_makes_no_estimate_calls_and_its_ring_bou
     assert result["split_ms"]["timed_calls"] >= sum(result["times_ms"]) * 0.5, result["split_ms"]
 
 
+def test_a_gpu_command_reports_the_hosts_latency_after_its_synchronize_and_its_trials_are_unchanged() -> None:
+    """``sync_tail_ms`` (a diagnostic of the two speeds): from the end of the last warm-up call's work to an event
+    recorded once the device-wide synchronize has returned; positive, and far under a 20 ms kernel's own time, and
+    the command's trials are as many as without it (the warm-up calls themselves run as before)."""
+    from kbv.worker import timer
+
+    x = torch.randn(1 << 20, device="cuda")
+
+    def slow() -> torch.Tensor:
+        torch.cuda._sleep(20_000_000)  # about 10-20 ms of GPU time
+        return x * 2
+
+    result = timer.time_calls(slow, "cuda", TIMING_RULES["cuda"], max_trials=3)
+    assert 0.0 < result["sync_tail_ms"] < 5.0, result["sync_tail_ms"]
+    assert len(result["times_ms"]) == 3 and min(result["times_ms"]) > result["sync_tail_ms"]
+
+
 def test_a_kernel_more_precise_than_the_references_tf32_run_is_correct(tmp_path) -> None:
     """Judged against the reference's TF32 run alone, the IEEE kernel's D6 outputs differ by the reference's own
     rounding where tanh crosses zero; the precision recheck compares it with the reference's strict run instead,

@@ -789,8 +789,13 @@ def test_every_timing_commands_gpu_clock_is_noted_beside_its_medians(fake, monke
                         lambda gpu: {"sm_mhz": next(readings), "reasons": ["sw_power_cap"]})
 
     def script(role_ms: float) -> Callable[[dict[str, Any]], dict[str, Any]]:
-        return lambda msg: timing_script(role_ms + (0.5 if msg["cmd"] == "time" and msg["round"] == 2 else 0.0),
-                                         0.0)(msg)
+        def reply(msg: dict[str, Any]) -> dict[str, Any]:
+            out = timing_script(role_ms + (0.5 if msg["cmd"] == "time" and msg["round"] == 2 else 0.0), 0.0)(msg)
+            if msg["cmd"] == "time":  # the worker's host latency after its last warm-up call's synchronize
+                for b, timing in out["timing"].items():
+                    timing["sync_tail_ms"] = 0.01 * role_ms if msg["round"] != 1 else float("nan")
+            return out
+        return reply
 
     fake.scripts = {"reference": script(1.0), "candidate": script(2.0)}
     ctx = timing_context(tmp_path, "cuda")
@@ -805,6 +810,8 @@ def test_every_timing_commands_gpu_clock_is_noted_beside_its_medians(fake, monke
         [c["median_ms"] for c in clocks if c["round"] == 2] == [{"verified": 2.5}, {"verified": 1.5}]
     assert all(c["after"]["sm_mhz"] == c["before"]["sm_mhz"] + 10 for c in clocks)  # read before, then after
     assert clocks[0]["before"]["reasons"] == ["sw_power_cap"]
+    tails = [(c["role"], c["round"], c.get("sync_tail_ms")) for c in clocks]  # beside the medians; none not finite
+    assert all(t == ({"verified": 0.01 if role == "reference" else 0.02} if r != 1 else None) for role, r, t in tails)
     pinned = ctx.gpu_timing_cpus("performance")  # the host's clock of each timing CPU beside the GPU's, if pinned
     assert all(set(c["before"].get("cpu_mhz") or {}) == {str(cpu) for cpu in pinned} for c in clocks)
     (tmp_path / "cpu").mkdir()

@@ -1282,9 +1282,12 @@ class PerformanceStage:
         commands): a diagnostic for a reference whose whole commands run at one of two speeds; decides nothing."""
         if before is None:
             return
-        self.draft.timing_ms.setdefault("command_clocks", []).append(
-            {"pair": pair, "round": round_index, "role": role, "before": before, "after": self._clock(),
-             "median_ms": {b: round(ms, 5) for b, ms in reply_medians(reply).items()}})
+        entry = {"pair": pair, "round": round_index, "role": role, "before": before, "after": self._clock(),
+                 "median_ms": {b: round(ms, 5) for b, ms in reply_medians(reply).items()}}
+        tails = reply_tails(reply)
+        if tails:  # the worker's own figure (the host's latency after a synchronize), beside the medians
+            entry["sync_tail_ms"] = tails
+        self.draft.timing_ms.setdefault("command_clocks", []).append(entry)
 
     @contextmanager
     def _parent_part(self, part: str) -> Iterator[None]:
@@ -1488,6 +1491,15 @@ def reply_medians(reply: Any) -> dict[str, float]:
     return {b: statistics.median(times) for b, t in (timing or {}).items()
             if isinstance(t, dict) and isinstance(t.get("times_ms"), list)
             and (times := [as_float(x) for x in t["times_ms"]])}
+
+
+def reply_tails(reply: Any) -> dict[str, float]:
+    """A timing command's ``sync_tail_ms`` per baseline (``kbv.worker.timer``), from its reply: CUDA only, the
+    worker's own figure."""
+    timing = reply.get("timing") if isinstance(reply, dict) else None
+    return {b: round(float(t["sync_tail_ms"]), 5) for b, t in (timing if isinstance(timing, dict) else {}).items()
+            if isinstance(t, dict) and isinstance(t.get("sync_tail_ms"), (int, float))
+            and math.isfinite(t["sync_tail_ms"])}
 
 
 def clean_reference_on(option: bool | None, device: str) -> bool:

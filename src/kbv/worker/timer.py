@@ -107,7 +107,9 @@ def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: floa
     allocation) and ``"allocator"`` (the caching allocator's device allocations and retries during the timed
     trials); ``split_ms`` (where the command's time went, by the worker's own clock: before the trials, and of that
     the first input set, the estimates and the warm-up; the trials, the keeping of outputs, the calls themselves, the
-    trials' prepare steps) is a diagnostic that decides nothing.
+    trials' prepare steps) is a diagnostic that decides nothing, and so is CUDA's ``sync_tail_ms``: from the end of
+    the last warm-up call's work to an event recorded once the device-wide synchronize has returned, the part of a
+    timed trial's events that the host's latency makes.
     """
     t_start = _perf_counter_ns()
     flush_bytes = int(rule.flush_l2_factor * cache_bytes(device))
@@ -203,7 +205,13 @@ def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: floa
     on()
     for _ in range(warmup):  # on the estimates' input set
         fn()
+    tail = (_Event(enable_timing=True), _Event(enable_timing=True)) if device.startswith("cuda") else None
+    if tail is not None:  # the last warm-up call's end, then the host's return from the synchronize: a diagnostic
+        tail[0].record()
     sync()
+    if tail is not None:
+        tail[1].record()
+        tail[1].synchronize()
     off()
     t_warm = _perf_counter_ns()
     calls = iter(range(FIRST_TIMED_CALL, 2**62))  # timed trials: one fresh input set each, from this index on
@@ -233,6 +241,9 @@ def time_calls(fn: Callable[[], Any], device: str, rule: TimingRule, share: floa
              "warmup_calls": (t_warm - t_estimated) / 1e6}  # diagnostics from the worker's clock: they decide nothing
     result = {"times_ms": times, "warmup": warmup, "estimates": estimates, "flush_bytes": flush_bytes,
               "truncated": truncated, "split_ms": split}
+    if tail is not None:  # what a timed trial's events also hold after its work: the device-wide synchronize's
+        # return to this thread and the end event's launch (decides nothing; compared with the medians by command)
+        result["sync_tail_ms"] = float(tail[0].elapsed_time(tail[1]))
     if peaks:
         result["peak_bytes"] = peaks
     if allocs is not None:  # device allocations and retries inside the timed trials: a diagnostic, decides nothing
