@@ -239,7 +239,7 @@ class PairContext:
         seen = observe.snapshot(pid)
         if seen is None or pid is None:
             return
-        pinned = self.worker_cpus() or self.gpu_timing_cpus(worker.spec.stage)
+        pinned = self.cpus_for(worker.spec.stage)
         if role == "candidate" and pinned and seen.cpus is not None and not seen.cpus <= pinned:
             self.evidence.see("resources_changed")
             self.draft.integrity["resources_changed"] = {"pinned": sorted(pinned), "seen": sorted(seen.cpus)}
