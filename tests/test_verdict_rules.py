@@ -3461,7 +3461,9 @@ def test_clock_check_judges_the_claim_of_the_whole_record_not_of_the_first_pair(
 def test_gpu_timing_workers_are_pinned_to_cpus_of_their_own_and_every_other_worker_to_the_rest(tmp_path) -> None:
     """On a GPU (``GPU_TIMING_CPUS``) both roles' timing workers are pinned to the same CPUs, the last of the
     parent's for GPU 0 and the ones below for GPU 1; every other worker (correctness, a lender) to the CPUs left;
-    ``gpu_timing_cpus=0`` (KBV_GPU_TIMING_CPUS=0) pins none, and neither does a machine with no CPU to spare."""
+    ``gpu_timing_cpus=0`` (KBV_GPU_TIMING_CPUS=0) pins none, and neither does a machine with no CPU to spare. Each
+    worker, of either role, runs as many threads as it has CPUs (torch's default where none are pinned, and
+    ``--threads`` where given)."""
     problem = load_problem(problem_path("level1/5_ReLU"))
     cand = tmp_path / "cand.py"
     cand.write_text("class ModelNew: pass\n")
@@ -3474,6 +3476,12 @@ def test_gpu_timing_workers_are_pinned_to_cpus_of_their_own_and_every_other_work
         default = ctx()
         assert GPU_TIMING_CPUS == 1 and default.cpus_for("performance") == {mine[-1]}
         assert default.cpus_for("correctness") == set(mine[:-1]) == default.cpus_for("performance", lender=True)
+        for role in ("reference", "candidate"):
+            assert default.spec(role, "performance").threads == 1
+            assert default.spec(role, "correctness").threads == len(mine) - 1
+        assert default.spec("reference", "performance", lender=True).threads == len(mine) - 1
+        assert ctx(threads=3).spec("candidate", "performance").threads == 3
+    assert ctx(gpu_timing_cpus=0).spec("candidate", "performance").threads is None
     assert ctx(gpu_timing_cpus=0).cpus_for("performance") == set() == ctx(gpu_timing_cpus=0).cpus_for("correctness")
     assert ctx(gpu_timing_cpus=len(mine)).cpus_for("performance") == set()  # the parent would keep no CPU
     sets = gpu_timing_sets(1, 2)

@@ -199,11 +199,18 @@ class PairContext:
         """The reference's state under the candidate's own names (``kbv.eval.params``)."""
         return for_candidate(self.ref_state, self.mapping) if self.mapping.pairs else dict(self.ref_state)
 
-    def spec(self, role: str, stage: str) -> WorkerSpec:
+    def spec(self, role: str, stage: str, lender: bool = False) -> WorkerSpec:
+        """A worker's spec. On a GPU where the parent pins workers (``cpus_for``) and ``--threads`` is not given, a
+        worker of either role runs as many threads as it has CPUs (a timing worker, ``GPU_TIMING_CPUS``: one), set
+        in the worker before any candidate code, so both roles' thread counts are the trusted side's (rule 5)."""
         if role == "candidate":
-            return candidate_spec(self.problem, self.candidate, self.options, self.device, self.gpu, self.scratch,
+            spec = candidate_spec(self.problem, self.candidate, self.options, self.device, self.gpu, self.scratch,
                                   stage, self.shape)
-        return reference_spec(self.problem, self.options, self.device, self.gpu, self.scratch, stage, self.shape)
+        else:
+            spec = reference_spec(self.problem, self.options, self.device, self.gpu, self.scratch, stage, self.shape)
+        if self.device != "cpu" and spec.threads is None:
+            spec.threads = len(self.cpus_for(stage, lender)) or None
+        return spec
 
     def collect(self, worker: Worker) -> None:
         """What a finished worker reported about its environment (tamper) and its confinement, and where it spent
@@ -332,15 +339,16 @@ class PairContext:
         role, never timed: ``kbv.eval.lent_timing``) is pinned to the parent's other CPUs (``lender_cpus``), so its
         work for both roles alike runs beside theirs rather than in their time slices."""
         with self.clock(stage, "process_start") if charged else nullcontext():
-            worker = Worker(self.spec(role, stage), deadline, on_close=lambda s: self.charge(stage, "process_exit", s))
+            worker = Worker(self.spec(role, stage, lender), deadline,
+                            on_close=lambda s: self.charge(stage, "process_exit", s))
         if charged:  # on a GPU the worker starts CUDA before its hello (kbv.worker.session.Session.warm)
             self.split_cuda_init(stage, {"cuda_init_s": worker.cuda_init_s}, "process_start")
         cpus = self.cpus_for(stage, lender)
         if cpus and observe.pin(worker.pid, cpus) and not lender:
-            resources = self.draft.env.setdefault("resources", {
-                "threads": self.options.resolved_threads(self.device)})  # on a GPU the timing and the other CPUs
-            resources.setdefault("cpus" if self.device == "cpu" or stage == "performance" else "other_cpus",
-                                 sorted(cpus))
+            resources = self.draft.env.setdefault("resources", {})  # on a GPU the timing and the other workers'
+            timing = self.device == "cpu" or stage == "performance"
+            resources.setdefault("cpus" if timing else "other_cpus", sorted(cpus))
+            resources.setdefault("threads" if timing else "other_threads", worker.spec.threads)
         if not lender:  # a lender runs no candidate code: nothing to sample (and no collect would stop it)
             self._sample(worker, cpus)
         return worker
