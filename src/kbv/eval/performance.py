@@ -35,7 +35,7 @@ from kbv.protocol import (
     REFERENCE_CLEAN_POOLED_COMMANDS, REFERENCE_CLEAN_RETRY_BELOW,
     CPU_MEMORY_REPEATS, REFERENCE_AFTER_CANDIDATE_MAX, IDLE_CPU_SLACK_MS, IDLE_CPU_SLACK_REL, IDLE_GPU_KEPT_SAMPLES, LEND_PREDRAW, DEVICE_IN_USE_SLACK_BYTES, DEVICE_IN_USE_SLACK_REL, STAGE_MEMORY_SLACK_BYTES,
     STAGE_MEMORY_SLACK_REL, STAGE_MEMORY_TRANSIENT_OUTPUTS, DISTRIBUTIONS, JUDGED_TIMED_BYTES_PER_PAIR, JUDGED_TIMED_CALLS_PER_PAIR, MEMORY_SLACK_BYTES,
-    REFERENCE_DRIFT_MAX, REFERENCE_REMEASURE_COMMANDS, REFERENCE_REMEASURE_TRIALS, REFERENCE_SHIFTED_SHARE, RING_BYTES, RING_DEVICE_FRACTION, TIMED_DISTRIBUTION_WEIGHTS, TIMING_ROUNDS, TIMING_RULES, TIMING_TRUNCATE_CONFIRM, TIMING_TRUNCATE_FACTOR, timed_call,
+    REFERENCE_CACHE_SLOW_MAX, REFERENCE_DRIFT_MAX, REFERENCE_REMEASURE_COMMANDS, REFERENCE_REMEASURE_TRIALS, REFERENCE_SHIFTED_SHARE, RING_BYTES, RING_DEVICE_FRACTION, TIMED_DISTRIBUTION_WEIGHTS, TIMING_ROUNDS, TIMING_RULES, TIMING_TRUNCATE_CONFIRM, TIMING_TRUNCATE_FACTOR, timed_call,
 )
 from kbv.sandbox import devbusy, devclock, devmem, freeze, launch, observe
 from kbv.sandbox.launch import Worker, WorkerFailure
@@ -405,17 +405,12 @@ class PerformanceStage:
             draft.timing_ms[f"candidate_{baseline}"] = timing_summary(cand_groups) | {
                 "warmup": warmups["candidate"][baseline], "truncated": self.truncated}
             ref_summary = timing_summary(ref_groups) | {"warmup": warmups["reference"][baseline], "cached": False}
-            drift = None
+            too_slow = (draft.timing_ms.get("reference_cache_too_slow") or {}).get(baseline)
+            if too_slow:  # set aside after its re-measure: the reference was timed in full in this pair
+                ref_summary["cache_too_slow"] = too_slow
             if cached:
                 remeasured, stored = ref_summary["median"], cached[baseline]["summary"]
                 drift = remeasured / stored["median"] - 1.0 if remeasured is not None and stored["median"] else None
-            if cached and drift is not None and drift < -REFERENCE_DRIFT_MAX:
-                # too slow: this pair's re-measure (beside the candidate's process) is the reference's time, and the
-                # entry goes, so the next evaluation times the reference in full and caches that
-                ref_summary |= {"cache_dropped": {"median": stored["median"], "drift": drift}}
-                ref_groups = [[t for g in ref_groups for t in g]] * len(cand_groups)
-                self._cache().drop(self._cache_key(baseline))
-            elif cached:
                 ref_summary = dict(stored) | {"cached": True, "remeasure_median": remeasured, "drift": drift}
                 ref_groups = [cached[baseline]["times_ms"]] * len(cand_groups)
                 self.ev.see("reference_timing_cached")
@@ -640,12 +635,17 @@ class PerformanceStage:
                         each["judged"] += judged
                         kept = []
                     if remeasure:
-                        remeasures.append(self._remeasure_slower(
-                            cached, {b: [as_float(t) for t in reply["timing"][b]["times_ms"]] for b in baselines}))
-                        if remeasures[-1] and len(remeasures) < REFERENCE_REMEASURE_COMMANDS:
-                            order.insert(0, "reference")  # another short re-measure at once, the same process
+                        measured = {b: [as_float(t) for t in reply["timing"][b]["times_ms"]] for b in baselines}
+                        if self._set_aside_if_too_slow(cached, measured):
+                            if remeasures:  # a slower first re-measure, then one below the cache
+                                self.draft.timing_ms["reference_remeasures"] = {"slower": remeasures,
+                                                                                "kept_cache": False}
                         else:
-                            self._set_aside_if_slower(cached, remeasures)
+                            remeasures.append(self._remeasure_slower(cached, measured))
+                            if remeasures[-1] and len(remeasures) < REFERENCE_REMEASURE_COMMANDS:
+                                order.insert(0, "reference")  # another short re-measure at once, the same process
+                            else:
+                                self._set_aside_if_slower(cached, remeasures)
                     totals = wall.setdefault(role, [0.0, 0, 0.0])
                     totals[0] += elapsed_ms
                     totals[1] += calls
@@ -712,6 +712,32 @@ class PerformanceStage:
                                     "drift": round(remeasured / stored - 1.0, 4),
                                     "above_cached_p90": round(shifted, 3)}
         return slower
+
+    def _set_aside_if_too_slow(self, cached: dict[str, Any], measured: dict[str, list[float]]) -> bool:
+        """After a cached reference's short re-measure (``measured``: its times per baseline): where its median is
+        more than ``REFERENCE_CACHE_SLOW_MAX`` below a cached median, the cache was measured in a slow process and
+        would inflate this candidate's speedup and every later one's. It is set aside at once (``cached`` emptied)
+        and its entries that read too slow dropped; the reference runs its remaining rounds in full beside the
+        candidate, as where nothing was cached, and the cache takes that figure. No second pair: the pair's own
+        rounds are the measurement where nothing is cached too. Recorded as ``timing_ms.reference_cache_too_slow``
+        (per baseline: the cached median, the re-measure's, the drift). Whether it set the cache aside."""
+        found = {}
+        for baseline, entry in cached.items():
+            stored = (entry.get("summary") or {}).get("median")
+            times = measured.get(baseline) or []
+            if not (times and stored):
+                continue
+            remeasured = statistics.median(times)
+            if remeasured / stored - 1.0 < -REFERENCE_CACHE_SLOW_MAX:
+                found[baseline] = {"median": stored, "remeasure_median": remeasured,
+                                   "drift": round(remeasured / stored - 1.0, 4)}
+        if not found:
+            return False
+        self.draft.timing_ms["reference_cache_too_slow"] = found
+        for baseline in found:
+            self._cache().drop(self._cache_key(baseline))
+        cached.clear()
+        return True
 
     def _set_aside_if_slower(self, cached: dict[str, Any], remeasures: list[dict[str, Any]]) -> None:
         """After a cached reference's short re-measures (the first pair's first reference commands, each one's

@@ -2,7 +2,8 @@
 
 The key covers the problem's source hash, its shapes, the precision, the baseline, the device name, the driver,
 torch's version, the timing rule, the timed inputs' distribution mix and whether they were lent. A cached value is never used blind: the pipeline always re-measures briefly,
-records the drift beside the cached median, and drops a value the re-measure finds more than ``REFERENCE_DRIFT_MAX`` too slow.
+records the drift beside the cached median, and sets aside (and drops) a value the re-measure finds more than
+``REFERENCE_CACHE_SLOW_MAX`` too slow, or, read twice, more than ``REFERENCE_DRIFT_MAX`` too fast.
 """
 
 from __future__ import annotations
