@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The next session's device calls (NOT RUN yet), from the repository root as
+# `bash docs/results/h100-2026-12-07-f/next_calls.sh N [limit]` with .kb and .whl carried (shared preamble:
+# scripts/device_calls.sh), back to back on one warm machine. Put the results in a folder named after the card.
+. scripts/device_calls.sh "$1" "$2"  # the wheels, the card, g and left
+export KBV_CACHE_DIR=/tmp/cache-head TRITON_CACHE_DIR=/tmp/triton-head
+BATCH=(--stages bench --bench-runs reward --levels 1,2 --bench-ids 1:1-30,2:1-20 --bench-limit 50 --gpu-share 5)
+case $1 in
+  # 1. the 50-pair reward batch, nothing cached then cached, with REFERENCE_CACHE_SLOW_MAX (138c7f6, never yet run
+  # on a GPU): how many cached pairs set the cache aside (timing_ms.reference_cache_too_slow), what it costs an hour
+  # (H100 h100-2026-12-07-f: 712.5 and 880.2; H200 h200-2026-12-07-c: 848.2 and 1,092.9), and the cached run's
+  # self-speedups (h100-2026-12-07-f: 0.924-1.262, 7 of 40 outside +-5 %)
+  1) g 300 n1cold "${BATCH[@]}"
+     g "$(( $(left) - 5 ))" n1base "${BATCH[@]}" ;;
+  # 2. every GPU test (pytest -m gpu: the GPU corpus at full size included), not run whole since h100-2026-12-06-h,
+  # with the builds first (about 95 s, then about 380 s)
+  2) g "$(( $(left) - 5 ))" n2pytest --stages env,build,pytest ;;
+  # 3. kbv beside KernelBench over the 20 named pairs, pinned with one thread (the default): on an H200 the goal's
+  # figure (<= 1); on an H100 h100-2026-12-07-f read 1.011 pinned and 0.979 unpinned on one start
+  3) g "$(( $(left) - 5 ))" n3vs --stages vskb --vskb-budget "$(( $(left) - 40 ))" ;;
+esac
