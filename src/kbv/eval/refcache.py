@@ -2,8 +2,9 @@
 
 The key covers the problem's source hash, its shapes, the precision, the baseline, the device name, the driver,
 torch's version, the timing rule, the timed inputs' distribution mix and whether they were lent. A cached value is never used blind: the pipeline always re-measures briefly,
-records the drift beside the cached median, and sets aside (and drops) a value the re-measure finds more than
-``REFERENCE_CACHE_SLOW_MAX`` too slow, or, read twice, more than ``REFERENCE_DRIFT_MAX`` too fast.
+records the drift beside the cached median, and sets aside a value the re-measure finds more than
+``REFERENCE_CACHE_SLOW_MAX`` too slow (dropping it) or, read twice, more than ``REFERENCE_DRIFT_MAX`` too fast: the
+reference is then timed in full beside the candidate, and the cache takes that figure.
 """
 
 from __future__ import annotations
