@@ -79,6 +79,11 @@ def write_reference_candidate(problem: Problem, folder: str | Path) -> Path:
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"level_{problem.level or 0}_problem_{problem.problem_id}_sample_0_kernel.py"
-    source = problem.path.read_text()
-    path.write_text(f"{source}\n\nclass ModelNew(Model):\n    \"\"\"The reference itself, as a candidate.\"\"\"\n")
+    path.write_text(reference_candidate_text(problem.path.read_text()))
     return path
+
+
+def reference_candidate_text(source: str) -> str:
+    """A problem's source (``source``) as the text of its own candidate (``write_reference_candidate``): its hash
+    tells a record of the reference against itself from one of a custom kernel."""
+    return f"{source}\n\nclass ModelNew(Model):\n    \"\"\"The reference itself, as a candidate.\"\"\"\n"
