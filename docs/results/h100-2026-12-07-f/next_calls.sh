@@ -17,5 +17,9 @@ case $1 in
   2) g "$(( $(left) - 5 ))" n2pytest --stages env,build,pytest ;;
   # 3. kbv beside KernelBench over the 20 named pairs, pinned with one thread (the default): on an H200 the goal's
   # figure (<= 1); on an H100 h100-2026-12-07-f read 1.011 pinned and 0.979 unpinned on one start
-  3) g "$(( $(left) - 5 ))" n3vs --stages vskb --vskb-budget "$(( $(left) - 40 ))" ;;
+  # Before it, the fixed pair with and without the sandbox and seccomp (about 15 s each): in h100-2026-12-07-f the
+  # candidate's worker spent a median 1.88 times the reference's time on the same digests (worker_split_ms.digest,
+  # 17 self pairs; copies, asks and timed calls 1.00-1.01): is it the sandbox (seccomp's speculation mitigations)?
+  3) g 120 n3fixed --stages bench --bench-runs fixed,fixed-noseccomp,fixed-open
+     g "$(( $(left) - 5 ))" n3vs --stages vskb --vskb-budget "$(( $(left) - 40 ))" ;;
 esac
