@@ -64,6 +64,20 @@ def large_output(record: dict) -> dict | None:
             "s_per_gib_less_start": round(max(0.0, own - start) / gib, 3)}
 
 
+def reference_cache(records: list[dict]) -> dict | None:
+    """How the cached reference times fared (``--preset reward``, ``--reuse-reference-timing``): the records that
+    read one (``reference_timing_cached``), the ones whose re-measure set it aside as too slow
+    (``timing_ms.reference_cache_too_slow``, ``REFERENCE_CACHE_SLOW_MAX``: the reference then timed in full) or as too
+    fast (``reference_cache_set_aside``, with a second pair), and those re-measured twice
+    (``reference_remeasures``). None where no record met a cache."""
+    timings = [r.get("timing_ms") or {} for r in records]
+    counts = {"cached": sum("reference_timing_cached" in (r.get("flags") or []) for r in records),
+              "set_aside_too_slow": sum(bool(t.get("reference_cache_too_slow")) for t in timings),
+              "set_aside_too_fast": sum(bool(t.get("reference_cache_set_aside")) for t in timings),
+              "remeasured_twice": sum(bool(t.get("reference_remeasures")) for t in timings)}
+    return counts if any(counts.values()) else None
+
+
 def sharing(records: list[dict]) -> dict:
     """How the batch used the GPU beside other pairs: the seconds summed over its records of each part that sharing
     changes (the waits, the correctness workers' CUDA starts and their start ahead, discarded runs), the seconds the
@@ -219,6 +233,7 @@ def main() -> int:
         summary["large_output_fit"] = {"pairs": len(large), "s_per_extra_gib": round(fit.slope, 3),
                                        "s_at_zero": round(fit.intercept, 3)}
     summary["sharing"] = sharing(records)
+    summary["reference_cache"] = reference_cache(records)
     summary["gpu_timeline"] = gpu_use(records)  # what the shared GPU was doing (kbv report shows it too)
     (args.out / "pair_cost.json").write_text(json.dumps(summary, indent=1))
     print(json.dumps({k: v for k, v in summary.items() if k != "rows"}, indent=1))

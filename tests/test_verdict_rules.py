@@ -2619,6 +2619,11 @@ def test_a_cached_reference_time_its_remeasure_finds_too_slow_is_set_aside(fake,
         assert reference["cached"] is True and "cache_too_slow" not in reference
         assert speedup == pytest.approx(cached_ms, abs=0.05) and not dropped and not put
         assert "reference_timing_cached" in ctx.evidence.observed
+    # the batch benchmark's count of what the cache did (benchmarks/pair_cost.py)
+    record = {"flags": sorted(ctx.evidence.observed), "timing_ms": timing}
+    assert pair_cost.reference_cache([record]) == {
+        "cached": int(used == "cached"), "set_aside_too_slow": int(used == "too_slow"),
+        "set_aside_too_fast": int(used == "retimed"), "remeasured_twice": int(used == "retimed")}
 
 
 def _cached_at_one_ms(monkeypatch: pytest.MonkeyPatch) -> None:
