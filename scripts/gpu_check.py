@@ -308,6 +308,8 @@ def stage_bench(out: Path, args: argparse.Namespace) -> None:
                             "--out", str(out / name)], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
                            timeout=900, env=env)
         say(f"[{name}]", *(out / f"{name}.log").read_text().strip().splitlines()[-25:])
+        if name == "bench-reward":
+            say_self_speedups(out, name, out / name / "pair_cost.jsonl", args)
 
 
 def stage_builds(out: Path, args: argparse.Namespace) -> None:
@@ -420,6 +422,30 @@ def stage_agent(out: Path) -> None:
             report.stdout.strip()[-3000:])
 
 
+def say_self_speedups(out: Path, label: str, records: Path, args: argparse.Namespace) -> None:
+    """``benchmarks/self_speedups.py`` over a stage's records (the reference against itself: how far from 1, intervals,
+    two speeds within a process, cached drift), written to ``<out>/<label>-self_speedups.json`` and said in brief."""
+    if not records.exists():
+        return
+    path = out / f"{label}-self_speedups.json"
+    try:
+        proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "self_speedups.py"), f"{label}={records}",
+                               "--problems", str(args.kb_dir), "--out", str(path)],
+                              capture_output=True, text=True, cwd=ROOT, timeout=120)
+    except subprocess.TimeoutExpired:
+        say(f"[{label} self-speedups] timeout")
+        return
+    if proc.returncode != 0 or not path.exists():
+        say(f"[{label} self-speedups] failed:", proc.stderr.strip()[-400:])
+        return
+    found = json.loads(path.read_text()).get(label) or {}
+    brief = {k: found.get(k) for k in ("pairs", "verified", "standard", "process_spread", "sync_tail_ms")}
+    cached = found.get("cached")
+    if cached:
+        brief["cached"] = {k: v for k, v in cached.items() if k != "kept_below_cache"}
+    say(f"[{label} self-speedups]", json.dumps(brief))
+
+
 def stage_vskb(out: Path, args: argparse.Namespace) -> None:
     """kbv against KernelBench's own harness on the same pairs (benchmarks/vs_kernelbench.py), pair by pair: the
     custom kernels of benchmarks/kernels/kernelbench where they exist, else the reference, on both sides."""
@@ -431,6 +457,7 @@ def stage_vskb(out: Path, args: argparse.Namespace) -> None:
                         *(["--budget-s", str(args.vskb_budget)] if args.vskb_budget else [])],
                        stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, timeout=1200)
     say("[vskb]", *(out / "vskb.log").read_text().strip().splitlines()[-30:])
+    say_self_speedups(out, "vskb", out / "vskb" / "vs_kernelbench.jsonl", args)
 
 
 def main() -> int:

@@ -87,3 +87,26 @@ def test_a_run_not_labelled_is_a_one_line_error(tmp_path: Path, capsys: pytest.C
     with pytest.raises(SystemExit):
         _bench().main(["records.jsonl", "--problems", str(tmp_path)])
     assert "expected LABEL=FILE" in capsys.readouterr().err
+
+
+def test_the_gpu_scripts_stages_say_the_self_speedups_of_their_records(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """scripts/gpu_check.py's vskb and reward stages say this benchmark's figures for their records as they end (and
+    write them beside the records); a stage with no records says nothing."""
+    spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "scripts" / "gpu_check.py")
+    assert spec and spec.loader
+    gpu_check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpu_check)
+    problems = tmp_path / "problems"
+    (problems / "level1").mkdir(parents=True)
+    (problems / "level1" / "1_A.py").write_text("class Model:\n    pass\n")
+    sha = hashlib.sha256(reference_candidate_text("class Model:\n    pass\n").encode()).hexdigest()
+    records = tmp_path / "vs_kernelbench.jsonl"
+    records.write_text(json.dumps(_record("level1/1_A", sha, 1.01, 1.0, 1.02, [(0, "reference", 1.0, 0.02)])) + "\n")
+    args = type("Args", (), {"kb_dir": problems})()
+    gpu_check.say_self_speedups(tmp_path, "vskb", records, args)
+    said = capsys.readouterr().out
+    assert said.startswith("[vskb self-speedups]") and json.loads(said.split("]", 1)[1])["pairs"] == 1
+    assert json.loads((tmp_path / "vskb-self_speedups.json").read_text())["vskb"]["verified"]["max"] == 1.01
+    gpu_check.say_self_speedups(tmp_path, "bench-reward", tmp_path / "missing.jsonl", args)
+    assert capsys.readouterr().out == ""
