@@ -18,34 +18,22 @@ is what the records hold; nothing is timed here.
 from __future__ import annotations
 
 import argparse
-import gzip
 import hashlib
 import json
 import math
 import statistics
 import sys
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from kbv.problems.candidates import reference_candidate_text  # noqa: E402
 from kbv.protocol import REFERENCE_CACHE_SLOW_MAX  # noqa: E402
+from kbv.records import read_records  # noqa: E402
 
 BASELINES = ("standard", "verified")
-
-
-def records(path: Path) -> Iterator[dict[str, Any]]:
-    """The evaluation records of a ``.jsonl`` or ``.jsonl.gz`` file (lines without a problem are skipped)."""
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt") as handle:
-        for line in handle:
-            line = line.strip()
-            if line:
-                record = json.loads(line)
-                if isinstance(record, dict) and record.get("problem"):
-                    yield record
 
 
 def self_hashes(problems: Path) -> dict[str, str]:
@@ -127,7 +115,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         label, sep, file = run.partition("=")
         if not sep:
             ap.error(f"expected LABEL=FILE, got {run!r}")
-        rows = [r for r in records(Path(file)) if own.get(r["problem"]) == r.get("candidate_sha256")]
+        rows = [r for r in read_records(file) if own.get(r.get("problem", "")) == r.get("candidate_sha256")]
         summary[label] = summarise(rows)
     text = json.dumps(summary, indent=1)
     if args.out:

@@ -14,7 +14,7 @@ import pytest
 
 from kbv.problems.candidates import reference_candidate_text, write_reference_candidate
 from kbv.problems import load_problem
-from kbv.protocol import REFERENCE_CACHE_SLOW_MAX
+from kbv.protocol import REFERENCE_CACHE_SLOW_MAX, SCHEMA
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -38,7 +38,7 @@ def _record(problem: str, sha: str, verified: float, low: float, high: float, cl
         timing["reference_verified"] = {"cached": False}
     elif drift is not None:
         timing["reference_verified"] = {"cached": True, "drift": drift}
-    return {"problem": problem, "candidate_sha256": sha, "timing_ms": timing,
+    return {"schema": SCHEMA, "problem": problem, "candidate_sha256": sha, "timing_ms": timing,
             "speedup": {"verified": {"value": verified, "ci_low": low, "ci_high": high}, "standard": None}}
 
 

@@ -8,6 +8,7 @@ loses nothing already written; a reader skips a truncated last line, and the nex
 from __future__ import annotations
 
 import fcntl
+import gzip
 import json
 import math
 import os
@@ -99,12 +100,13 @@ class RecordWriter:
 
 
 def read_records(path: str | Path, warn: Callable[[str], None] | None = None) -> Iterator[dict[str, Any]]:
-    """Every complete record in a results file (lines of other schemas or a truncated last line are skipped;
-    ``warn`` gets one line per skipped line, naming the file, the line number and why)."""
+    """Every complete record in a results file, gzipped where its name ends in ``.gz`` (lines of other schemas or a
+    truncated last line are skipped; ``warn`` gets one line per skipped line, naming the file, the line number and
+    why)."""
     path = Path(path)
     if not path.exists():
         return
-    with path.open(errors="replace") as f:
+    with (gzip.open(path, "rt", errors="replace") if path.suffix == ".gz" else path.open(errors="replace")) as f:
         for number, line in enumerate(f, start=1):
             line = line.strip()
             if not line:
