@@ -260,7 +260,8 @@ def test_an_evaluation_judges_large_outputs_through_handoff(tmp_path, device):
                                  cuda_handoff=device == "cuda"), out)
     records = {r["sample"]: r for r in read_records(out)}
     honest, caught = records[0], records[1]
-    assert honest["verdict"] == "correct", honest["error"]
+    assert honest["verdict"] == "correct", (honest["error"], honest["flags"], {  # h100-2026-12-07-g: rejected, why?
+        k: (honest.get("timing_ms") or {}).get(k) for k in ("reference_clean", "reference_after_candidate", "untimed")})
     handed = honest["env"].get("output_handoff")
     assert handed, {k: honest["env"].get(k) for k in ("device", "isolation", "output_handoff")}
     assert handed["correctness"][kind]["outputs"] >= 6 and handed["performance"][kind]["outputs"] >= 1

@@ -32,7 +32,7 @@ from kbv.eval.timed_record import TimedRecords, records
 from kbv.protocol import (
     BURST_DEVICE_BOUND, BURST_INPUT_SETS, BURST_MAX_CALLS, BURST_MAX_WALL_OVER_TIMED, BURST_MAX_WALL_SPEEDUP, BURST_MIN_CLAIM, BURST_MIN_CLAIM_CPU,
     BURST_TARGET_MS, CHANGED_KEPT_MAX, CLEAN_REFERENCE_DEFAULT, ESTIMATE_CALLS, FIRST_TIMED_CALL, LENT_CHECKS_KEPT, REFERENCE_CLEAN_MAX,
-    REFERENCE_CLEAN_POOLED_COMMANDS, REFERENCE_CLEAN_RETRY_BELOW,
+    REFERENCE_CLEAN_POOLED_COMMANDS, REFERENCE_CLEAN_REJECT_ABOVE, REFERENCE_CLEAN_RETRY_BELOW,
     CPU_MEMORY_REPEATS, REFERENCE_AFTER_CANDIDATE_MAX, IDLE_CPU_SLACK_MS, IDLE_CPU_SLACK_REL, IDLE_GPU_KEPT_SAMPLES, LEND_PREDRAW, DEVICE_IN_USE_SLACK_BYTES, DEVICE_IN_USE_SLACK_REL, STAGE_MEMORY_SLACK_BYTES,
     STAGE_MEMORY_SLACK_REL, STAGE_MEMORY_TRANSIENT_OUTPUTS, DISTRIBUTIONS, JUDGED_TIMED_BYTES_PER_PAIR, JUDGED_TIMED_CALLS_PER_PAIR, MEMORY_SLACK_BYTES,
     REFERENCE_CACHE_SLOW_MAX, REFERENCE_DRIFT_MAX, REFERENCE_REMEASURE_COMMANDS, REFERENCE_REMEASURE_TRIALS, REFERENCE_SHIFTED_SHARE, RING_BYTES, RING_DEVICE_FRACTION, TIMED_DISTRIBUTION_WEIGHTS, TIMING_ROUNDS, TIMING_RULES, TIMING_TRUNCATE_CONFIRM, TIMING_TRUNCATE_FACTOR, timed_call,
@@ -1086,6 +1086,7 @@ class PerformanceStage:
             found = self._clean_found(pair_index, replies, pooled=True)
             for b, ratio in first.items():
                 found[b]["ratio_before_pooling"] = ratio
+        self._take_clean_times(pair_index, found, replies)
         self.reference_clean.append(found)
         if self.recorded is not None:
             self._collect_recorded(reference, "reference", deadline)
@@ -1094,6 +1095,22 @@ class PerformanceStage:
         """A worker's recording of every forward of its timing commands, its one session stopped (``cmd_recorded``)."""
         assert self.recorded is not None
         self.recorded.add(role, self._call(worker, role, {"cmd": "recorded"}, deadline).get("recorded"))
+
+    def _take_clean_times(self, pair_index: int, found: dict[str, Any], replies: list[dict[str, Any]]) -> None:
+        """On a GPU, per baseline, a finding (a ratio above ``REFERENCE_CLEAN_MAX``) no larger than
+        ``REFERENCE_CLEAN_REJECT_ABOVE``: the pair's reference times beside the candidate are replaced, in place, by
+        the calls of its clean commands (``substituted``), so its speedup reads the reference as timed with no process
+        of the candidate's left, and the finding is not judged (``_clean_flagged``): within it an honest launch-bound
+        pair cannot be told from a slowed one, and neither gains."""
+        if self.ctx.device == "cpu":
+            return
+        for b, v in found.items():
+            group = self.pair_groups.get(pair_index, {}).get(("reference", b))
+            if b == "pair" or group is None or v["ratio"] is None:
+                continue
+            if REFERENCE_CLEAN_MAX < v["ratio"] <= REFERENCE_CLEAN_REJECT_ABOVE:
+                group[:] = [as_float(t) for reply in replies for t in reply["timing"][b]["times_ms"]]
+                v["substituted"] = True
 
     def _clean_command(self, reference: Worker, share: float, round_index: int, deadline: float,
                        full_warmup: bool, *, pair: int, after: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -1157,10 +1174,10 @@ class PerformanceStage:
 
     def _clean_flagged(self, pairs: list[dict[str, Any]] | None = None) -> bool:
         """On a GPU, whether any of ``pairs`` (default: every clean command's findings so far) has a ratio above
-        ``REFERENCE_CLEAN_MAX`` under any baseline."""
+        ``REFERENCE_CLEAN_MAX`` under any baseline that was not ``substituted`` (``_take_clean_times``)."""
         if self.ctx.device == "cpu":
             return False
-        return any(v["ratio"] is not None and v["ratio"] > REFERENCE_CLEAN_MAX
+        return any(v["ratio"] is not None and v["ratio"] > REFERENCE_CLEAN_MAX and not v.get("substituted")
                    for found in (self.reference_clean if pairs is None else pairs)
                    for b, v in found.items() if b != "pair")
 
