@@ -40,11 +40,17 @@ SANDBOX = confine.plan("auto")
 SAMPLER = sampler.available()  # the parent's samples of its workers' CPU time (perf_event_open)
 
 # Batch options per (device, timeouts). "fast": hostile candidates; a hang costs its stage's limit, so keep it short.
+# The GPU corpus's pairs in flight (``--gpu-share``: correctness stages overlap, timing stays exclusive). 1 by
+# default; KBV_CORPUS_GPU_SHARE=N tries more, to cut the corpus's 168 s of the GPU script's pytest stage (an H100,
+# docs/results/h100-2026-12-07-g) once a run shows every entry's verdict unchanged.
+GPU_CORPUS_SHARE = int(os.environ.get("KBV_CORPUS_GPU_SHARE", "1"))
 OPTIONS = {
     ("cpu", "fast"): dict(device="cpu", timeout=20.0, build_timeout=20.0),
     ("cpu", "long"): dict(device="cpu", timeout=120.0, build_timeout=600.0),
-    ("cuda", "fast"): dict(device="cuda", timeout=180.0, build_timeout=600.0, timing_pairs=2, trials=2),
-    ("cuda", "long"): dict(device="cuda", timeout=180.0, build_timeout=600.0, timing_pairs=2, trials=2),
+    ("cuda", "fast"): dict(device="cuda", timeout=180.0, build_timeout=600.0, timing_pairs=2, trials=2,
+                           gpu_share=GPU_CORPUS_SHARE),
+    ("cuda", "long"): dict(device="cuda", timeout=180.0, build_timeout=600.0, timing_pairs=2, trials=2,
+                           gpu_share=GPU_CORPUS_SHARE),
 }
 # Flags that do not by themselves mean a hack was caught (a gap's "any_detection" needs something else).
 NOT_A_DETECTION = frozenset({"fallback", "partial_fallback", "speedup_above_bound", "above_roofline",

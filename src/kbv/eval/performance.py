@@ -146,6 +146,8 @@ class PerformanceStage:
         # per role and baseline, each timing command's list of untimed times per timed call (its window on the
         # parent's clock minus the time its worker reported), in the order the commands ran: kbv.eval.pacing
         self.untimed: dict[str, dict[str, list[list[float]]]] = {"reference": {}, "candidate": {}}
+        # the rounds the untimed-work rule reads from, per role and baseline (``_untimed_reference_in_full``)
+        self.untimed_since: dict[str, dict[str, int]] | None = None
         # CPU, first pair: each role's resident-set rise over its timing commands (the parent's /proc), the timed
         # calls it kept per command, and the bytes of one call's outputs (the reference's account)
         self.stage_memory: dict[str, Any] = {"start": {}, "rise": {}, "kept_calls": {"reference": [], "candidate": []},
@@ -355,14 +357,20 @@ class PerformanceStage:
                         # (processes of identical code differ; the rule then judges every round of both pairs).
                         # Where the second pair clears it, the first pair's times are dropped: a candidate that
                         # behaves only once it has been seen gains nothing from the pair it was seen in.
+                        # A cached reference ran one short command, a fresh process's first, which every
+                        # candidate command was read against: there the cache is set aside and the fresh pair
+                        # times the reference in full, and its rounds alone decide (``_untimed_found``).
+                        in_full = self._untimed_reference_in_full(cached)
                         self.confirming = True  # its burst replaces the first pair's (whose times may be dropped)
                         self._pair(n_pairs, {}, True, memory_peaks, exiting, timing)
                         confirmed = any(v["flagged"] for v in self._untimed_found(samples).values())
-                        if not confirmed:  # a cached reference's one short re-measure (pair 0) stays: only
-                            # the first pair ever times it, and its drift is recorded
+                        if not confirmed:  # a cached reference's one short re-measure (pair 0) stays where the
+                            # cache does: only the first pair ever times it, and its drift is recorded
                             self._drop_pair_times(samples, [0], ("candidate",) if cached else roles)
                         draft.timing_ms["untimed_confirmation_pair"] = {"confirmed": confirmed,
                                                                         "first_pair_times_dropped": not confirmed}
+                        if in_full:
+                            draft.timing_ms["untimed_confirmation_pair"]["reference_in_full"] = True
                     aside = draft.timing_ms.get("reference_cache_set_aside")
                     if n_pairs == 1 and not self.truncated and not self.confirming and aside:
                         self._second_pair_after_set_aside(aside, samples, memory_peaks, exiting, timing)
@@ -1268,13 +1276,31 @@ class PerformanceStage:
         self.draft.timing_ms["memory_measured_alone"] = why
         return False
 
+    def _untimed_reference_in_full(self, cached: dict[str, Any]) -> bool:
+        """Before an untimed-work finding's fresh pair: where the reference is cached, its one timing command (the
+        short re-measure, a fresh process's first) is all the candidate's commands were read against, and a
+        fresh process's first command can do its harness work faster than a pair's later ones (on an H100 two
+        honest 6 GiB elementwise pairs read 10-16 ms a call above their re-measure and were rejected, where timed in
+        full they read within the bound: docs/results/h100-2026-12-07-g). So the cache is set aside (``cached``
+        emptied: the fresh pair times the reference in full, its clean command too, and the cache takes its figure),
+        and the rule reads the fresh pair's rounds alone (``untimed_since``). Whether it was."""
+        if not cached:
+            return False
+        cached.clear()
+        self.untimed_since = {role: {b: len(v) for b, v in self.untimed[role].items()} for role in self.untimed}
+        return True
+
     def _untimed_found(self, samples: Samples) -> dict[str, Any]:
-        """Per baseline, the untimed-work rule's figures over every round timed so far (``kbv.eval.pacing``)."""
+        """Per baseline, the untimed-work rule's figures over every round timed so far (``kbv.eval.pacing``), or
+        since ``untimed_since`` where a cached reference was set aside for the fresh pair."""
         seen: dict[str, Any] = {}
+        since = self.untimed_since or {}
         for b in self.baselines:
             medians = {role: statistics.median([t for g in samples[role][b] for t in g] or [math.nan])
                        for role in ("reference", "candidate")}
-            found = untimed_excess(self.untimed["reference"].get(b, []), self.untimed["candidate"].get(b, []),
+            rounds = {role: self.untimed[role].get(b, [])[since.get(role, {}).get(b, 0):]
+                      for role in ("reference", "candidate")}
+            found = untimed_excess(rounds["reference"], rounds["candidate"],
                                    medians["reference"], medians["candidate"], self.ctx.device)
             if found is not None:
                 seen[b] = found
