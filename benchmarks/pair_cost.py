@@ -78,6 +78,22 @@ def reference_cache(records: list[dict]) -> dict | None:
     return counts if any(counts.values()) else None
 
 
+def second_readings(records: list[dict]) -> dict | None:
+    """How often the rules that read the reference beside the candidate read it again: records whose pooled
+    clean-command finding took the clean times (``reference_clean`` ``substituted``, ``REFERENCE_CLEAN_REJECT_ABOVE``),
+    whose clean finding a fresh pair decided (``reference_clean.confirmation``), and whose untimed-work finding was
+    confirmed beside a cached reference set aside and timed in full (``untimed_confirmation_pair.reference_in_full``).
+    None where no record did any."""
+    timings = [r.get("timing_ms") or {} for r in records]
+    cleans = [t.get("reference_clean") or {} for t in timings]
+    counts = {"clean_substituted": sum(any(isinstance(v, dict) and v.get("substituted") for p in c.get("pairs") or []
+                                           for v in p.values()) for c in cleans),
+              "clean_fresh_pair": sum(bool(c.get("confirmation")) for c in cleans),
+              "untimed_reference_in_full": sum(bool((t.get("untimed_confirmation_pair") or {}).get("reference_in_full"))
+                                               for t in timings)}
+    return counts if any(counts.values()) else None
+
+
 def sharing(records: list[dict]) -> dict:
     """How the batch used the GPU beside other pairs: the seconds summed over its records of each part that sharing
     changes (the waits, the correctness workers' CUDA starts and their start ahead, discarded runs), the seconds the
@@ -234,6 +250,7 @@ def main() -> int:
                                        "s_at_zero": round(fit.intercept, 3)}
     summary["sharing"] = sharing(records)
     summary["reference_cache"] = reference_cache(records)
+    summary["second_readings"] = second_readings(records)
     summary["gpu_timeline"] = gpu_use(records)  # what the shared GPU was doing (kbv report shows it too)
     (args.out / "pair_cost.json").write_text(json.dumps(summary, indent=1))
     print(json.dumps({k: v for k, v in summary.items() if k != "rows"}, indent=1))

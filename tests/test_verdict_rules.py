@@ -2525,7 +2525,7 @@ def test_a_cached_references_untimed_finding_is_confirmed_beside_the_reference_t
         fake, monkeypatch, tmp_path, in_full, hidden_ms) -> None:
     """Reference timings cached (--preset reward): only the first pair's first command re-measures the reference, a
     fresh process's first command, and every candidate command's untimed time is read against it. On an H100 two
-    honest 6 GiB elementwise pairs read 10-16 ms a call more than that re-measure in every round of both pairs and
+    honest 6 GiB elementwise pairs read 8-128 ms a call more than that re-measure in every round of both pairs and
     were rejected as ``untimed_work``; timed in full beside the candidate, the reference's later commands read as
     much as the candidate's (docs/results/h100-2026-12-07-g). Here both roles do 3 ms of harness work a call in
     every command but the reference's re-measure. A finding there sets the cache aside: the fresh pair times the
@@ -2566,6 +2566,8 @@ def test_a_cached_references_untimed_finding_is_confirmed_beside_the_reference_t
         return
     assert confirmation == {"confirmed": False, "first_pair_times_dropped": True, "reference_in_full": True}
     assert "untimed_work" not in ctx.evidence.observed and decide(ev, RULES).verdict == "correct"
+    assert pair_cost.second_readings([{"timing_ms": ctx.draft.timing_ms}]) == {
+        "clean_substituted": 0, "clean_fresh_pair": 0, "untimed_reference_in_full": 1}
     assert len(first) == 1 + TIMING_ROUNDS  # the re-measure, then the fresh pair's every round
     reference = ctx.draft.timing_ms["reference_verified"]
     assert reference["cached"] is False and len(reference["process_medians"]) == 1  # the fresh pair's alone
@@ -2990,6 +2992,8 @@ def test_a_small_finding_is_neither_flagged_nor_rewarded(fake, monkeypatch, tmp_
     assert "reference_slowed" not in ctx.evidence.observed and decide(ctx.evidence, RULES).verdict == "correct"
     assert ctx.draft.timing_ms["reference_verified"]["median"] == pytest.approx(1.0)  # the clean calls
     assert ctx.draft.speedup["verified"]["value"] == pytest.approx(1.0)
+    assert pair_cost.second_readings([{"timing_ms": ctx.draft.timing_ms}]) == {  # the batch benchmark's count
+        "clean_substituted": 1, "clean_fresh_pair": 0, "untimed_reference_in_full": 0}
 
 
 @pytest.mark.parametrize("retry", [True, False])
