@@ -1280,10 +1280,11 @@ class PerformanceStage:
         """Before an untimed-work finding's fresh pair: where the reference is cached, its one timing command (the
         short re-measure, a fresh process's first) is all the candidate's commands were read against, and a
         fresh process's first command can do its harness work faster than a pair's later ones (on an H100 two
-        honest 6 GiB elementwise pairs read 8-128 ms a call above their re-measure in every round and were rejected,
-        where timed in full they read within the bound after each pair's first round: docs/results/h100-2026-12-07-g). So the cache is set aside (``cached``
-        emptied: the fresh pair times the reference in full, its clean command too, and the cache takes its figure),
-        and the rule reads the fresh pair's rounds alone (``untimed_since``). Whether it was."""
+        honest 6 GiB elementwise pairs read 8-128 ms a call above their re-measure in every round and were
+        rejected; timed in full beside the candidate they were not flagged: docs/results/h100-2026-12-07-g). So the
+        cache is set aside (``cached`` emptied: the fresh pair times the reference in full, its clean command too,
+        and the cache takes its figure), and the rule reads the fresh pair's rounds alone (``untimed_since``).
+        Whether it was."""
         if not cached:
             return False
         cached.clear()
