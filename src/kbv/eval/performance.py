@@ -1112,12 +1112,12 @@ class PerformanceStage:
         pair cannot be told from a slowed one, and neither gains."""
         if self.ctx.device == "cpu":
             return
+        groups = self.pair_groups.get(pair_index, {})
         for b, v in found.items():
-            group = self.pair_groups.get(pair_index, {}).get(("reference", b))
-            if b == "pair" or group is None or v["ratio"] is None:
+            if b == "pair" or ("reference", b) not in groups or v["ratio"] is None:
                 continue
             if REFERENCE_CLEAN_MAX < v["ratio"] <= REFERENCE_CLEAN_REJECT_ABOVE:
-                group[:] = [as_float(t) for reply in replies for t in reply["timing"][b]["times_ms"]]
+                groups[("reference", b)][:] = [as_float(t) for reply in replies for t in reply["timing"][b]["times_ms"]]
                 v["substituted"] = True
 
     def _clean_command(self, reference: Worker, share: float, round_index: int, deadline: float,
