@@ -94,6 +94,23 @@ def second_readings(records: list[dict]) -> dict | None:
     return counts if any(counts.values()) else None
 
 
+def digest_excess(records: list[dict]) -> dict | None:
+    """How much longer the candidate's timing worker spent digesting its kept outputs than the reference's, per pair
+    (``timing_ms.worker_split_ms`` ``digest``, ms, all of a pair's timing commands): both digest the same number of
+    outputs of the same sizes, so a gap is a one-off cost of one role's workers (in h100-2026-12-07-h a median 38 ms
+    over 50 pairs of one process pair, before ``kbv.worker.commit.warm``). None where no record has the split."""
+    gaps = []
+    for r in records:
+        split = (r.get("timing_ms") or {}).get("worker_split_ms") or {}
+        ref, cand = (split.get("reference") or {}).get("digest"), (split.get("candidate") or {}).get("digest")
+        if isinstance(ref, (int, float)) and isinstance(cand, (int, float)):
+            gaps.append(cand - ref)
+    if not gaps:
+        return None
+    return {"pairs": len(gaps), "median_ms": round(statistics.median(gaps), 1), "min_ms": round(min(gaps), 1),
+            "max_ms": round(max(gaps), 1)}
+
+
 def sharing(records: list[dict]) -> dict:
     """How the batch used the GPU beside other pairs: the seconds summed over its records of each part that sharing
     changes (the waits, the correctness workers' CUDA starts and their start ahead, discarded runs), the seconds the
@@ -251,6 +268,7 @@ def main() -> int:
     summary["sharing"] = sharing(records)
     summary["reference_cache"] = reference_cache(records)
     summary["second_readings"] = second_readings(records)
+    summary["digest_excess"] = digest_excess(records)
     summary["gpu_timeline"] = gpu_use(records)  # what the shared GPU was doing (kbv report shows it too)
     (args.out / "pair_cost.json").write_text(json.dumps(summary, indent=1))
     print(json.dumps({k: v for k, v in summary.items() if k != "rows"}, indent=1))

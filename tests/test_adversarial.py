@@ -41,8 +41,9 @@ SAMPLER = sampler.available()  # the parent's samples of its workers' CPU time (
 
 # Batch options per (device, timeouts). "fast": hostile candidates; a hang costs its stage's limit, so keep it short.
 # The GPU corpus's pairs in flight (``--gpu-share``: correctness stages overlap, timing stays exclusive). 1 by
-# default; KBV_CORPUS_GPU_SHARE=N tries more, to cut the corpus's 168 s of the GPU script's pytest stage (an H100,
-# docs/results/h100-2026-12-07-g) once a run shows every entry's verdict unchanged.
+# default; KBV_CORPUS_GPU_SHARE=N runs more. On H100s, 4 in flight gave every entry the same verdict and flags as 1
+# but took 199 s against 168 s (docs/results/h100-2026-12-07-h and -g: two machine starts, one run each), so it
+# stays 1.
 GPU_CORPUS_SHARE = int(os.environ.get("KBV_CORPUS_GPU_SHARE", "1"))
 OPTIONS = {
     ("cpu", "fast"): dict(device="cpu", timeout=20.0, build_timeout=20.0),

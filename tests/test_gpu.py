@@ -183,6 +183,19 @@ def test_a_digest_is_the_same_on_the_gpu_as_on_the_cpu() -> None:
     assert commit.tensor_digest(cases[0].cuda()) != commit.tensor_digest((cases[0] + 1).cuda())
 
 
+def test_the_digest_warm_up_leaves_the_devices_memory_as_it_found_it() -> None:
+    """``commit.warm`` runs in both roles' timing workers before their setup reads the device memory in use: it
+    gives back every block it allocated, so no measurement of the candidate's memory starts beside its cache."""
+    from kbv.worker import commit
+
+    torch.cuda.synchronize()
+    allocated, reserved = torch.cuda.memory_allocated(), torch.cuda.memory_reserved()
+    commit.warm("cuda")
+    torch.cuda.synchronize()
+    assert torch.cuda.memory_allocated() == allocated and torch.cuda.memory_reserved() <= reserved, (allocated,
+                                                                                                     reserved)
+
+
 def test_the_timer_counts_the_device_allocations_its_timed_trials_make() -> None:
     """``time_calls``' ``allocator``: a timed trial that allocates from the device (``cudaMalloc``, between its
     events) is counted, one served from the allocator's cache is not (a diagnostic for the reference's clean command,

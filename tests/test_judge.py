@@ -147,6 +147,33 @@ def test_a_large_outputs_digest_is_its_words_by_rows_and_columns(monkeypatch):
     assert len(commit.tensor_digest(t[:15])) == 2  # 60 bytes: under GRID_MIN_BYTES, the small rule
 
 
+def test_the_digest_warm_up_takes_every_path_a_gpu_digest_takes(monkeypatch):
+    """``commit.warm`` (run by both roles' timing workers as they start) digests each word width by both of a GPU's
+    chunk paths, stacked and not, and the grid's, so no digest kernel is first launched inside a timed command; it
+    keeps no positions afterwards. Run here on CPU tensors taken the GPU's way."""
+    from kbv.worker import commit
+
+    taken: set[tuple[torch.dtype, bool]] = set()
+    grids: list[int] = []
+    device_sums, grid_digest = commit._device_sums, commit._grid_digest
+
+    def spy_sums(part, weights, k):
+        taken.add((part.dtype, part.numel() >= commit.STACK_MAX_WORDS))
+        return device_sums(part, weights, k)
+
+    def spy_grid(words):
+        grids.append(words.numel())
+        return grid_digest(words)
+
+    monkeypatch.setattr(commit, "_on_device", lambda part: True)
+    monkeypatch.setattr(commit, "_device_sums", spy_sums)
+    monkeypatch.setattr(commit, "_grid_digest", spy_grid)
+    commit.warm("cpu")
+    assert taken == {(w, big) for w in (torch.int32, torch.int16, torch.uint8) for big in (False, True)}, taken
+    assert grids and grids[0] > 2 * commit.GRID_COLS, grids  # full rows and a tail
+    assert not commit._POSITIONS
+
+
 def test_a_gpus_chunk_sums_stacked_or_not_are_the_cpus(monkeypatch):
     """On a GPU a chunk's two sums are taken stacked (small chunks, launch-bound) or each where it lies (from
     ``STACK_MAX_WORDS`` on, where the stack's copy costs more); run here on CPU tensors, both give the CPU path's

@@ -1859,7 +1859,8 @@ def test_each_roles_correctness_forwards_are_summed_beside_the_outputs_size(fake
     """Issue 13's large-output figure needs the forward passes apart from kbv's own work: every correctness forward
     of each role adds its worker's ``forward_ms`` to ``correctness.forward_ms[role]``; a reply without a usable
     figure (a candidate's NaN) adds nothing; ``correctness.output_bytes`` is one forward's outputs; the benchmark's
-    figure takes the larger role's sum off the stage's seconds."""
+    figure takes the larger role's sum off the stage's seconds. Its digest gap is the candidate's timing digests
+    less the reference's."""
     base = passing_reference({"w": torch.ones(2)}, perturbed=["w"])
     cand_forwards: list[int] = []
 
@@ -1892,6 +1893,10 @@ def test_each_roles_correctness_forwards_are_summed_beside_the_outputs_size(fake
                                               "forwards_s": 0.7, "start_s": 0.4, "s_per_gib": 0.8,
                                               "s_per_gib_less_start": 0.4}
     assert pair_cost.large_output({**record, "correctness": {**record["correctness"], "output_bytes": 2**20}}) is None
+    split = {"timing_ms": {"worker_split_ms": {"reference": {"digest": 10.0}, "candidate": {"digest": 48.0}}}}
+    assert pair_cost.digest_excess([split, {"timing_ms": {}}]) == {"pairs": 1, "median_ms": 38.0, "min_ms": 38.0,
+                                                                  "max_ms": 38.0}
+    assert pair_cost.digest_excess([record]) is None
 
 
 def _plain_candidate(msg: dict[str, Any]) -> dict[str, Any]:

@@ -254,8 +254,8 @@ class Session:
         """Start CUDA in this process before any candidate code and before the hello (the parent starts workers
         ahead of their use: the runtime's start then overlaps other work), and in the reference's worker load the
         judge's kernels too (``judge.warm``; its fused ones where the parent expects large outputs,
-        ``judge_kernels``: a fresh process would otherwise import Triton at its first comparison); the seconds it
-        took, 0 on the CPU."""
+        ``judge_kernels``: a fresh process would otherwise import Triton at its first comparison), and in both roles'
+        timing workers the digest's (``commit.warm``); the seconds it took, 0 on the CPU."""
         if not self.device.startswith("cuda"):
             return 0.0
         t0 = time.perf_counter()
@@ -264,6 +264,8 @@ class Session:
             from kbv import judge  # candidate workers never load the judge
 
             judge.warm(self.device, fused=bool(self.spec.get("judge_kernels")))
+        if self.spec.get("stage") == "performance":  # both roles' timing workers digest every kept output
+            commit.warm(self.device)
         return time.perf_counter() - t0
 
     def cmd_setup(self, msg: dict[str, Any]) -> dict[str, Any]:
