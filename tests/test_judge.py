@@ -174,6 +174,32 @@ def test_the_digest_warm_up_takes_every_path_a_gpu_digest_takes(monkeypatch):
     assert not commit._POSITIONS
 
 
+@pytest.mark.parametrize("role", ["reference", "candidate"])
+@pytest.mark.parametrize("stage", ["correctness", "performance"])
+def test_both_roles_timing_workers_warm_the_digest_as_they_start(monkeypatch, role, stage):
+    """A GPU worker's start (``Session.warm``, before its hello) loads the digest's kernels in both roles' timing
+    workers alike, and in no correctness worker (which digests nothing); the judge's only in the reference's. The
+    device is a stand-in here: the CPU's start warms nothing."""
+    from conftest import CANDIDATES, problem_path
+    from kbv.problems import load_problem
+    from kbv.worker import commit, memory
+    from kbv.worker.session import Session
+
+    relu = problem_path("level1/5_ReLU")
+
+    warmed: list[str] = []
+    monkeypatch.setattr(commit, "warm", lambda device: warmed.append("digest"))
+    monkeypatch.setattr(judge, "warm", lambda device, fused=False: warmed.append("judge"))
+    monkeypatch.setattr(memory, "device_in_use", lambda device: 0)
+    spec = {"device": "cpu", "precision": "fp32", "problem_path": str(relu), "profile": "small", "role": role,
+            "mode": load_problem(relu).mode, "stage": stage, "candidate_path": str(CANDIDATES / "correct_torch.py")}
+    assert Session(spec).warm() == 0.0 and warmed == []
+    session = Session(spec)
+    session.device = "cuda"
+    session.warm()
+    assert warmed == ["judge"] * (role == "reference") + ["digest"] * (stage == "performance"), warmed
+
+
 def test_a_gpus_chunk_sums_stacked_or_not_are_the_cpus(monkeypatch):
     """On a GPU a chunk's two sums are taken stacked (small chunks, launch-bound) or each where it lies (from
     ``STACK_MAX_WORDS`` on, where the stack's copy costs more); run here on CPU tensors, both give the CPU path's
