@@ -80,7 +80,7 @@ def reference_cache(records: list[dict]) -> dict | None:
 
 def second_readings(records: list[dict]) -> dict | None:
     """How often the rules that read the reference beside the candidate read it again: records whose pooled
-    clean-command finding took the clean times (``reference_clean`` ``substituted``, ``REFERENCE_CLEAN_REJECT_ABOVE``),
+    clean-command finding capped the reference at the clean times (``reference_clean`` ``substituted``, ``REFERENCE_CLEAN_REJECT_ABOVE``),
     whose clean finding a fresh pair decided (``reference_clean.confirmation``), and whose untimed-work finding was
     confirmed beside a cached reference set aside and timed in full (``untimed_confirmation_pair.reference_in_full``).
     None where no record did any."""

@@ -8,7 +8,8 @@ BATCH=(--stages bench --bench-runs reward --levels 1,2 --bench-ids 1:1-30,2:1-20
 case $1 in
   # 1. the fixed pair three ways first (about 90 s; in h100-2026-12-07-h the candidate's digests took 176-193 ms
   # more than the reference's, and the default run read an honest 0.864 after REFERENCE_CLEAN_REJECT_ABOVE took the
-  # clean times on the machine's drift), then the 50-pair reward batch nothing cached (-h: 314.7 s, 627.2 an hour
+  # clean times on the machine's drift: now capped at REFERENCE_CLEAN_MAX times them, _cap_at_clean_times, see
+  # reference_clean scaled_by), then the 50-pair reward batch nothing cached (-h: 314.7 s, 627.2 an hour
   # after builds, 50 of 50 correct) and cached with what is left (cut in -g and -h). Read: does commit.warm take the
   # digest gap away (pair_cost.json digest_excess; -h 38.4 ms median cold, 58.7 cached, before it)?
   1) g 110 n1fixed --stages bench --bench-runs fixed,fixed-noseccomp,fixed-open

@@ -1094,7 +1094,7 @@ class PerformanceStage:
             found = self._clean_found(pair_index, replies, pooled=True)
             for b, ratio in first.items():
                 found[b]["ratio_before_pooling"] = ratio
-        self._take_clean_times(pair_index, found, replies)
+        self._cap_at_clean_times(pair_index, found)
         self.reference_clean.append(found)
         if self.recorded is not None:
             self._collect_recorded(reference, "reference", deadline)
@@ -1104,12 +1104,14 @@ class PerformanceStage:
         assert self.recorded is not None
         self.recorded.add(role, self._call(worker, role, {"cmd": "recorded"}, deadline).get("recorded"))
 
-    def _take_clean_times(self, pair_index: int, found: dict[str, Any], replies: list[dict[str, Any]]) -> None:
+    def _cap_at_clean_times(self, pair_index: int, found: dict[str, Any]) -> None:
         """On a GPU, per baseline, a finding (a ratio above ``REFERENCE_CLEAN_MAX``) no larger than
-        ``REFERENCE_CLEAN_REJECT_ABOVE``: the pair's reference times beside the candidate are replaced, in place, by
-        the calls of its clean commands (``substituted``), so its speedup reads the reference as timed with no process
-        of the candidate's left, and the finding is not judged (``_clean_flagged``): within it an honest launch-bound
-        pair cannot be told from a slowed one, and neither gains."""
+        ``REFERENCE_CLEAN_REJECT_ABOVE``: the pair's reference times beside the candidate are scaled down, in place,
+        until their median is ``REFERENCE_CLEAN_MAX`` times the clean commands' (``substituted``, ``scaled_by``), and
+        the finding is not judged (``_clean_flagged``): within it an honest launch-bound pair cannot be told from a
+        slowed one. A candidate that slowed the reference there gains what one that slowed it a little less, with no
+        finding, gains; an honest pair read just above the bound (the machine's drift between the pair and its clean
+        commands) loses as little."""
         if self.ctx.device == "cpu":
             return
         groups = self.pair_groups.get(pair_index, {})
@@ -1117,8 +1119,10 @@ class PerformanceStage:
             if b == "pair" or ("reference", b) not in groups or v["ratio"] is None:
                 continue
             if REFERENCE_CLEAN_MAX < v["ratio"] <= REFERENCE_CLEAN_REJECT_ABOVE:
-                groups[("reference", b)][:] = [as_float(t) for reply in replies for t in reply["timing"][b]["times_ms"]]
+                scale = REFERENCE_CLEAN_MAX / v["ratio"]
+                groups[("reference", b)][:] = [t * scale for t in groups[("reference", b)]]
                 v["substituted"] = True
+                v["scaled_by"] = round(scale, 4)
 
     def _clean_command(self, reference: Worker, share: float, round_index: int, deadline: float,
                        full_warmup: bool, *, pair: int, after: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -1182,7 +1186,7 @@ class PerformanceStage:
 
     def _clean_flagged(self, pairs: list[dict[str, Any]] | None = None) -> bool:
         """On a GPU, whether any of ``pairs`` (default: every clean command's findings so far) has a ratio above
-        ``REFERENCE_CLEAN_MAX`` under any baseline that was not ``substituted`` (``_take_clean_times``)."""
+        ``REFERENCE_CLEAN_MAX`` under any baseline that was not ``substituted`` (``_cap_at_clean_times``)."""
         if self.ctx.device == "cpu":
             return False
         return any(v["ratio"] is not None and v["ratio"] > REFERENCE_CLEAN_MAX and not v.get("substituted")
