@@ -2887,12 +2887,16 @@ def test_a_reference_slowed_beside_the_candidates_process_is_rejected_against_it
         assert "reference_slowed" not in run().evidence.observed and put
 
 
-def _cleaned_pair(fake: type[FakeWorker], tmp_path: Path, reference: Callable[[dict], dict]) -> PairContext:
+def _cleaned_pair(fake: type[FakeWorker], tmp_path: Path, reference: Callable[[dict], dict],
+                  reuse: bool = False) -> PairContext:
     """The performance stage on a GPU with the clean command, ``reference`` the reference's script and an honest
-    1.0 ms candidate: its context once run."""
+    1.0 ms candidate (with ``reuse``, reference timings cached: ``--reuse-reference-timing``): its context once run."""
     fake.scripts = {"reference": reference, "candidate": timing_script(1.0, 0.0)}
     ctx = timing_context(tmp_path, "cuda")
     ctx.options.clean_reference = True
+    ctx.options.reuse_reference_timing = reuse
+    if reuse:
+        ctx.options.cache_dir = tmp_path / "own-cache"  # this test's cache alone
     performance.PerformanceStage(ctx).run()
     return ctx
 
@@ -2988,15 +2992,17 @@ def test_a_small_finding_is_not_flagged_and_gains_no_more_than_no_finding(fake, 
     if not substitute:
         monkeypatch.setattr(performance, "REFERENCE_CLEAN_REJECT_ABOVE", performance.REFERENCE_CLEAN_MAX)
     reference, rounds = _slowed_reference(lambda n, r: slowed if r < TIMING_ROUNDS else 1.0)
-    ctx = _cleaned_pair(fake, tmp_path, reference)
+    ctx = _cleaned_pair(fake, tmp_path, reference, reuse=True)
     found = ctx.draft.timing_ms["reference_clean"]
     first = found["pairs"][0]["verified"]
     speedup = ctx.draft.speedup["verified"]["value"]
+    cached = list((ctx.options.cache_dir / "reference-timing").glob("*.json"))
     if slowed < performance.REFERENCE_CLEAN_MAX:  # no finding: nothing read again, the slowed reference counts
         assert first["ratio"] == pytest.approx(slowed) and "substituted" not in first and not found["flagged"]
         assert rounds == list(range(TIMING_ROUNDS + 1)) and speedup == pytest.approx(slowed)
-        assert decide(ctx.evidence, RULES).verdict == "correct"
+        assert decide(ctx.evidence, RULES).verdict == "correct" and cached  # as timed, so cached
         return
+    assert not cached  # capped or rejected: a scaled reference is no timing to reuse
     assert first["ratio"] == pytest.approx(slowed) and first["clean_from"] == "pooled"
     if not substitute:
         assert "substituted" not in first and found["confirmation"]["confirmed"]

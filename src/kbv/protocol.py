@@ -296,7 +296,8 @@ REFERENCE_CLEAN_POOLED_COMMANDS: Final = 4
 # of the GPU corpus (``cuda_queue_after_reply``) reads 5.7-8.5 pooled. The cap, not the clean calls themselves: the
 # fixed pair read 1.21 in two of three runs when both processes sped up in the pair's last round and the clean
 # commands followed at that speed, and with the clean calls in place of its reference's the honest candidate read
-# 0.864 (h100-2026-12-07-h); capped, an honest pair just above the bound loses as little as it is above it.
+# 0.864 (h100-2026-12-07-h); capped, an honest pair just above the bound loses as little as it is above it. A
+# capped reference's times are never cached (they are scaled, not timed).
 REFERENCE_CLEAN_REJECT_ABOVE: Final = 1.5
 # A clean command can read slow with nothing of the candidate's left: on the H100 honest pairs read 0.43-1.07 by the
 # ratio above (level1/29's clean command 10.0 ms against 4.3 beside the candidate, as its pair's first command also
