@@ -80,8 +80,8 @@ def reference_cache(records: list[dict]) -> dict | None:
 
 def second_readings(records: list[dict]) -> dict | None:
     """How often the rules that read the reference beside the candidate read it again: records whose pooled
-    clean-command finding capped the reference at the clean times (``reference_clean`` ``substituted``, ``REFERENCE_CLEAN_REJECT_ABOVE``),
-    whose clean finding a fresh pair decided (``reference_clean.confirmation``), and whose untimed-work finding was
+    clean-command finding capped the reference at ``REFERENCE_CLEAN_MAX`` times the clean commands'
+    (``reference_clean`` ``substituted``, ``REFERENCE_CLEAN_REJECT_ABOVE``), whose clean finding a fresh pair decided (``reference_clean.confirmation``), and whose untimed-work finding was
     confirmed beside a cached reference set aside and timed in full (``untimed_confirmation_pair.reference_in_full``).
     None where no record did any."""
     timings = [r.get("timing_ms") or {} for r in records]
