@@ -45,22 +45,26 @@ def large_output(record: dict) -> dict | None:
     another pair to leave the GPU (``--gpu-share``: not this pair's cost), per GiB of one forward's outputs
     (``s_per_gib``); ``s_per_gib_less_start`` also takes off the stage's per-pair costs that no output size changes
     (its processes' start and exit, CUDA's initialisation, the workers' set-up). The forward passes are each role's
-    own clock around its correctness forwards (``correctness.forward_ms``); the larger of the two roles' sums is
-    taken off, never both (trials are pipelined: the roles' forwards may overlap), so the figures lean high. None
-    for smaller outputs or a record without the figures."""
+    own clock around its correctness forwards (``correctness.forward_ms``): where the trials ran one at a time
+    (``pipelined_trials`` false, as large outputs' do) the roles' forwards ran one after the other and both sums
+    are taken off; where they were pipelined they may overlap, and only the larger is, so the figure leans high
+    (``forwards_taken`` says which). None for smaller outputs or a record without the figures."""
     correctness = record.get("correctness") or {}
     out_bytes, forwards = correctness.get("output_bytes"), correctness.get("forward_ms") or {}
     wall = record.get("wall_seconds") or {}
     seconds = wall.get("correctness")
     if not isinstance(out_bytes, int) or out_bytes < LARGE_OUTPUT_BYTES or not isinstance(seconds, (int, float)):
         return None
-    forward_s = max((float(f.get("ms", 0.0)) for f in forwards.values() if isinstance(f, dict)), default=0.0) / 1e3
+    sums = [float(f.get("ms", 0.0)) for f in forwards.values() if isinstance(f, dict)]
+    serial = correctness.get("pipelined_trials") is False
+    forward_s = (sum(sums) if serial else max(sums, default=0.0)) / 1e3
     waited = float(wall.get("correctness/waiting_for_gpu") or 0.0)
     start = sum(float(wall.get(f"correctness/{part}") or 0.0) for part in START_PARTS)
     gib = out_bytes / 2**30
     own = max(0.0, seconds - waited - forward_s)
     return {"output_gib": round(gib, 3), "correctness_s": round(seconds, 3), "waited_s": round(waited, 3),
-            "forwards_s": round(forward_s, 3), "start_s": round(start, 3), "s_per_gib": round(own / gib, 3),
+            "forwards_s": round(forward_s, 3), "forwards_taken": "both" if serial else "larger",
+            "start_s": round(start, 3), "s_per_gib": round(own / gib, 3),
             "s_per_gib_less_start": round(max(0.0, own - start) / gib, 3)}
 
 
