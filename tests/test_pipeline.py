@@ -145,6 +145,12 @@ def test_several_process_pairs_pool_into_one_speedup() -> None:
     # and the judge's own account of its time, in both stages
     for split in (record.correctness["judge_split_ms"], record.timing_ms["judge_split_ms"]):
         assert split["commands"] >= 1 and {"receive", "compare", "standard", "digest"} <= set(split), split
+    # and each role's worker's account of its correctness forwards' commands besides the call
+    for role in ("reference", "candidate"):
+        split = record.correctness["forward_ms"][role]["split"]
+        assert set(split) == {"receive", "inputs", "lend", "copy", "poison", "after", "send_last", "release_last"}
+        assert all(ms >= 0 for ms in split.values()) and split["inputs"] > 0, (role, split)
+    assert record.correctness["forward_ms"]["reference"]["split"]["lend"] > 0  # the judge lent the trials' inputs
 
 
 def test_failing_reference_is_not_blamed_on_the_candidate(tmp_path) -> None:

@@ -1858,15 +1858,17 @@ def test_correctness_trials_are_pipelined_and_stop_at_a_distributions_first_fail
 def test_each_roles_correctness_forwards_are_summed_beside_the_outputs_size(fake, tmp_path) -> None:
     """Issue 13's large-output figure needs the forward passes apart from kbv's own work: every correctness forward
     of each role adds its worker's ``forward_ms`` to ``correctness.forward_ms[role]``; a reply without a usable
-    figure (a candidate's NaN) adds nothing; ``correctness.output_bytes`` is one forward's outputs; the benchmark's
-    figure takes the larger role's sum off the stage's seconds. Its digest gap is the candidate's timing digests
+    figure (a candidate's NaN) adds nothing; the rest of each forward's command (``forward_split_ms``) is summed by
+    part; ``correctness.output_bytes`` is one forward's outputs; the benchmark's figure takes the larger role's sum
+    off the stage's seconds, both where the trials ran one at a time. Its digest gap is the candidate's timing digests
     less the reference's."""
     base = passing_reference({"w": torch.ones(2)}, perturbed=["w"])
     cand_forwards: list[int] = []
 
     def reference(msg: dict[str, Any]) -> dict[str, Any]:
         reply = base(msg)
-        return reply | {"forward_ms": 2.0} if msg["cmd"] == "forward" else reply
+        return reply | {"forward_ms": 2.0, "forward_split_ms": {"lend": 1.5, "send_last": math.inf}} \
+            if msg["cmd"] == "forward" else reply
 
     def candidate(msg: dict[str, Any]) -> dict[str, Any]:
         if msg["cmd"] == "setup":
@@ -1884,6 +1886,7 @@ def test_each_roles_correctness_forwards_are_summed_beside_the_outputs_size(fake
     ref, cand = notes["forward_ms"]["reference"], notes["forward_ms"]["candidate"]
     assert cand["forwards"] == len(cand_forwards) - 1 and cand["ms"] == pytest.approx(3.0 * cand["forwards"])
     assert ref["forwards"] >= len(cand_forwards) and ref["ms"] == pytest.approx(2.0 * ref["forwards"])
+    assert ref["split"] == {"lend": pytest.approx(1.5 * ref["forwards"])} and "split" not in cand  # no inf summed
     assert notes["output_bytes"] == 8
     record = {"correctness": {"output_bytes": 2**30, "forward_ms": {"reference": {"ms": 400.0},
                                                                    "candidate": {"ms": 700.0}}},

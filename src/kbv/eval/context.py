@@ -277,7 +277,8 @@ class PairContext:
     def note_forward(self, role: str, reply: dict[str, Any]) -> None:
         """Add a correctness forward's own account of its call (``forward_ms``: the worker's clock around the model
         call and its sync) to ``correctness.forward_ms[role]``, with the number of forwards: what the stage spent
-        outside kbv's own work (the large-output figure of ``benchmarks/pair_cost.py``). A diagnostic only: the
+        outside kbv's own work (the large-output figure of ``benchmarks/pair_cost.py``); and the rest of its
+        command by the worker's clock (``forward_split_ms``) to that role's ``split``. A diagnostic only: the
         candidate's process may say anything."""
         ms = reply.get("forward_ms") if isinstance(reply, dict) else None
         if not isinstance(ms, (int, float)) or not math.isfinite(ms) or ms < 0:
@@ -285,6 +286,12 @@ class PairContext:
         total = self.draft.correctness.setdefault("forward_ms", {}).setdefault(role, {"forwards": 0, "ms": 0.0})
         total["forwards"] += 1
         total["ms"] = round(total["ms"] + float(ms), 3)
+        split = reply.get("forward_split_ms")
+        if isinstance(split, dict):
+            parts = total.setdefault("split", {})
+            for part, part_ms in split.items():
+                if isinstance(part, str) and isinstance(part_ms, (int, float)) and math.isfinite(part_ms):
+                    parts[part] = round(parts.get(part, 0.0) + float(part_ms), 3)
 
     @contextmanager
     def clock(self, stage: str, part: str) -> Iterator[None]:

@@ -227,6 +227,8 @@ class Session:
         self.copy_ns = 0  # time spent copying kept outputs (the same)
         self.ask_ns = 0  # time spent waiting for the parent's answers (the same; set by main's ``ask``)
         self.receive_ns = 0  # receiving the command being served, its descriptors imported (set by ``main``)
+        self.send_ns = 0  # the last reply's split and send, its outputs exported (set by ``main``)
+        self.release_ns = 0  # the cache given back after the last reply (``RELEASE_AFTER``, set by ``main``)
         # sends a kept output's digest to the parent as its trial ends (kbv.worker.commit; set by main)
         self.commit: Callable[[list[Any]], None] | None = None
         # asks the parent for a timed call's seed and distribution when the call is due (kbv.eval.pacing; set by main)
@@ -344,11 +346,13 @@ class Session:
         """Run one trial. A candidate sends its outputs back (host copies); the reference keeps its outputs on the
         device for ``judge`` and sends only their description."""
         assert self.model is not None
+        t_start = time.perf_counter()
         if msg.get("baseline") is not None:  # a timed call judged: under the flags it was timed under (TF32 or not)
             if msg["baseline"] not in BASELINES:
                 raise KeyError(msg["baseline"])
             self.integrity.flags_set(backends.apply_baseline(msg["baseline"]))
         args, guards, lent = self._trial_inputs(msg)
+        t_inputs = time.perf_counter()
         tensor_args = [(i, a) for i, a in enumerate(args) if type(a) is _Tensor]
         lend, lend_error = None, None
         tag = msg.get("trial")
@@ -361,10 +365,12 @@ class Session:
                                     tuple(self.spec.get("handoff") or ("host",)))
             except (lending.LendError, handoff.HandoffError, OSError, RuntimeError) as exc:
                 lend_error = f"{type(exc).__name__}: {str(exc)[:300]}"
+        t_lend = time.perf_counter()
         # whether forward writes into an input: lent inputs are compared by the judge; the reference's own, where it
         # lends a copy, against that copy (not yet handed over: no clone, a whole input less on the device)
         before = ([] if lent or lend is not None or msg.get("check_mutation") is False
                   else [(i, _Tensor.clone(a)) for i, a in tensor_args])
+        t_copy = time.perf_counter()
         poison = msg.get("poison")
         canary, poisoned = None, None
         if poison:  # last before the call: freed blocks of the sizes it allocates hold the poison byte
@@ -377,7 +383,8 @@ class Session:
         with torch.no_grad():
             out = self.model(*args)
         self._sync()
-        forward_ms = (time.perf_counter() - t_forward) * 1e3  # this process's own clock: a diagnostic only
+        t_done = time.perf_counter()
+        forward_ms = (t_done - t_forward) * 1e3  # this process's own clock: a diagnostic only
         if canary is not None and memory.perturb_canary() != canary:  # the poison, verified after the call
             self.integrity.note("allocator poison (glibc M_PERTURB) turned off during the call")
         threads_after = _thread_count()
@@ -408,8 +415,18 @@ class Session:
                 reply["lent"] = lend.message()
             elif lend_error is not None:
                 reply["lend_error"] = lend_error
-            return reply
-        return {"structure": structure, "outputs": items, **usage}
+        else:
+            reply = {"structure": structure, "outputs": items, **usage}
+        # where the command's time went besides the call, by this process's clock (a diagnostic only): the command
+        # received (lent inputs mapped), inputs drawn or viewed, a copy lent, inputs copied to see writes, the
+        # poison placed, the outputs described and checked; and the last reply's send (outputs exported) and the
+        # cache given back after it (``main``)
+        ms = lambda a, b: round((b - a) * 1e3, 3)  # noqa: E731
+        reply["forward_split_ms"] = {
+            "receive": round(self.receive_ns / 1e6, 3), "inputs": ms(t_start, t_inputs), "lend": ms(t_inputs, t_lend),
+            "copy": ms(t_lend, t_copy), "poison": ms(t_copy, t_forward), "after": ms(t_done, time.perf_counter()),
+            "send_last": round(self.send_ns / 1e6, 3), "release_last": round(self.release_ns / 1e6, 3)}
+        return reply
 
     def _trial_inputs(self, msg: dict[str, Any]) -> tuple[list[Any], list[Any], bool]:
         """A trial's inputs: views of the buffer the judge lent (``lent``: candidate role, ``kbv.worker.lending``),
@@ -1034,6 +1051,7 @@ def main(conn: Connection, spec: dict[str, Any] | None = None) -> None:
             # reference's worker runs no candidate code, and its snapshot is taken again with its next command
             tamper = [] if last_cmd == "fill" else session.integrity.changes()
             reply = {"ok": True, **handlers[msg["cmd"]](msg), "tamper": tamper}
+            t_send = time.perf_counter_ns()
             if state_role and last_cmd != "fill" and session.device.startswith("cuda"):  # the judge's memory (not
                 # on fills: one per timed call of the candidate, and read by no one)
                 reply["device_memory"] = [torch.cuda.memory_allocated(), torch.cuda.memory_reserved()]
@@ -1055,13 +1073,17 @@ def main(conn: Connection, spec: dict[str, Any] | None = None) -> None:
             os._exit(1)
         flush()  # the last trial's commitment, before the reply
         wire.send_parts(conn, header, tensors)
+        session.send_ns = time.perf_counter_ns() - t_send
         if session.after_reply is not None:  # the lender's draw of the next call's inputs (LEND_PREDRAW)
             ahead, session.after_reply = session.after_reply, None
             try:
                 ahead()
             except Exception:  # drawn again when that call is due, where a failure is answered
                 pass
+        session.release_ns = 0
         if session.device.startswith("cuda") and msg.get("cmd") in RELEASE_AFTER and _tensor_bytes(msg) >= RELEASE_BYTES:
+            t_release = time.perf_counter_ns()
             del msg, reply, header, tensors  # the judge's copies of a large candidate output, and what comparing
             torch.cuda.empty_cache()  # them allocated, go back to the driver: the candidate's next output is
             # exported into a fresh allocation of that size (kbv.worker.handoff), which PyTorch's cache cannot lend
+            session.release_ns = time.perf_counter_ns() - t_release
