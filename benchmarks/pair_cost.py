@@ -62,10 +62,27 @@ def large_output(record: dict) -> dict | None:
     start = sum(float(wall.get(f"correctness/{part}") or 0.0) for part in START_PARTS)
     gib = out_bytes / 2**30
     own = max(0.0, seconds - waited - forward_s)
+    split = {role: {part: round(ms / 1e3 / gib, 4) for part, ms in (f.get("split") or {}).items()}
+             for role, f in forwards.items() if isinstance(f, dict) and f.get("split")}
     return {"output_gib": round(gib, 3), "correctness_s": round(seconds, 3), "waited_s": round(waited, 3),
             "forwards_s": round(forward_s, 3), "forwards_taken": "both" if serial else "larger",
             "start_s": round(start, 3), "s_per_gib": round(own / gib, 3),
-            "s_per_gib_less_start": round(max(0.0, own - start) / gib, 3)}
+            "s_per_gib_less_start": round(max(0.0, own - start) / gib, 3),
+            "forward_split_s_per_gib": split}  # each role's forward commands besides the call (forward_ms.split)
+
+
+def split_medians(large: list[dict]) -> dict[str, dict[str, float]] | None:
+    """Per role and part, the median over large-output pairs of their correctness forwards' commands besides the
+    call, in seconds per GiB (``forward_split_s_per_gib``): which part of the trials grows with the output."""
+    parts: dict[tuple[str, str], list[float]] = {}
+    for item in large:
+        for role, split in (item.get("forward_split_s_per_gib") or {}).items():
+            for part, value in split.items():
+                parts.setdefault((role, part), []).append(value)
+    medians: dict[str, dict[str, float]] = {}
+    for (role, part), values in sorted(parts.items()):
+        medians.setdefault(role, {})[part] = round(statistics.median(values), 4)
+    return medians or None
 
 
 def reference_cache(records: list[dict]) -> dict | None:
@@ -269,6 +286,7 @@ def main() -> int:
                                            [item["s_per_gib"] * item["output_gib"] for item in large])
         summary["large_output_fit"] = {"pairs": len(large), "s_per_extra_gib": round(fit.slope, 3),
                                        "s_at_zero": round(fit.intercept, 3)}
+    summary["large_output_forward_split_s_per_gib"] = split_medians(large)
     summary["sharing"] = sharing(records)
     summary["reference_cache"] = reference_cache(records)
     summary["second_readings"] = second_readings(records)

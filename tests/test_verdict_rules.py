@@ -1894,11 +1894,17 @@ def test_each_roles_correctness_forwards_are_summed_beside_the_outputs_size(fake
                                "correctness/cuda_init": 0.3, "correctness/process_start": 0.1}}
     assert pair_cost.large_output(record) == {"output_gib": 1.0, "correctness_s": 2.5, "waited_s": 1.0,
                                               "forwards_s": 0.7, "forwards_taken": "larger", "start_s": 0.4,
-                                              "s_per_gib": 0.8, "s_per_gib_less_start": 0.4}
+                                              "s_per_gib": 0.8, "s_per_gib_less_start": 0.4,
+                                              "forward_split_s_per_gib": {}}
     serial = {**record, "correctness": {**record["correctness"], "pipelined_trials": False}}
+    serial["correctness"]["forward_ms"] = {**record["correctness"]["forward_ms"],
+                                           "candidate": {"ms": 700.0, "split": {"send_last": 250.0}}}
     assert pair_cost.large_output(serial) == {"output_gib": 1.0, "correctness_s": 2.5, "waited_s": 1.0,
                                               "forwards_s": 1.1, "forwards_taken": "both", "start_s": 0.4,
-                                              "s_per_gib": 0.4, "s_per_gib_less_start": 0.0}
+                                              "s_per_gib": 0.4, "s_per_gib_less_start": 0.0,
+                                              "forward_split_s_per_gib": {"candidate": {"send_last": 0.25}}}
+    assert pair_cost.split_medians([pair_cost.large_output(serial), {"forward_split_s_per_gib": {
+        "candidate": {"send_last": 0.75}}}, {}]) == {"candidate": {"send_last": 0.5}}
     assert pair_cost.large_output({**record, "correctness": {**record["correctness"], "output_bytes": 2**20}}) is None
     split = {"timing_ms": {"worker_split_ms": {"reference": {"digest": 10.0}, "candidate": {"digest": 48.0}}}}
     assert pair_cost.digest_excess([split, {"timing_ms": {}}]) == {"pairs": 1, "median_ms": 38.0, "min_ms": 38.0,
