@@ -185,14 +185,19 @@ def test_a_digest_is_the_same_on_the_gpu_as_on_the_cpu() -> None:
 
 def test_the_digest_warm_up_leaves_the_devices_memory_as_it_found_it() -> None:
     """``commit.warm`` runs in both roles' timing workers before their setup reads the device memory in use: it
-    gives back every block it allocated, so no measurement of the candidate's memory starts beside its cache."""
+    gives back every block it allocated, so no measurement of the candidate's memory starts beside its cache. (In
+    the whole GPU run the count fell by 0.5 MiB across the warm-up, h100-2026-12-07-i: earlier tests' garbage that
+    a collection during it freed; it is collected first, and what is left may only stay or fall.)"""
+    import gc
+
     from kbv.worker import commit
 
+    gc.collect()
     torch.cuda.synchronize()
     allocated, reserved = torch.cuda.memory_allocated(), torch.cuda.memory_reserved()
     commit.warm("cuda")
     torch.cuda.synchronize()
-    assert torch.cuda.memory_allocated() == allocated and torch.cuda.memory_reserved() <= reserved, (allocated,
+    assert torch.cuda.memory_allocated() <= allocated and torch.cuda.memory_reserved() <= reserved, (allocated,
                                                                                                      reserved)
 
 

@@ -374,6 +374,7 @@ class PerformanceStage:
                     aside = draft.timing_ms.get("reference_cache_set_aside")
                     if n_pairs == 1 and not self.truncated and not self.confirming and aside:
                         self._second_pair_after_set_aside(aside, samples, memory_peaks, exiting, timing)
+                    self._excuse_moved_together()
                     if self._clean_flagged() or self._after_flagged():
                         self._confirm_reference_slowed(samples, memory_peaks, exiting, timing)
                     clocks_end = _READER.submit(envinfo.gpu_clocks, ctx.gpu) if ctx.device == "cuda" else None
@@ -1188,12 +1189,52 @@ class PerformanceStage:
 
     def _clean_flagged(self, pairs: list[dict[str, Any]] | None = None) -> bool:
         """On a GPU, whether any of ``pairs`` (default: every clean command's findings so far) has a ratio above
-        ``REFERENCE_CLEAN_MAX`` under any baseline that was not ``substituted`` (``_cap_at_clean_times``)."""
+        ``REFERENCE_CLEAN_MAX`` under any baseline that was not ``substituted`` (``_cap_at_clean_times``) or
+        ``excused`` (``_excuse_moved_together``)."""
         if self.ctx.device == "cpu":
             return False
-        return any(v["ratio"] is not None and v["ratio"] > REFERENCE_CLEAN_MAX and not v.get("substituted")
+        return any(_finding(v) and not v.get("substituted") and not v.get("excused")
                    for found in (self.reference_clean if pairs is None else pairs)
                    for b, v in found.items() if b != "pair")
+
+    def _excuse_moved_together(self) -> None:
+        """On a GPU, a finding the candidate gained nothing from: per baseline, a pair whose reference read slow
+        beside the candidate (a ratio above ``REFERENCE_CLEAN_MAX``, not capped) while the candidate's own calls in
+        it were as slow, so that its speedup (its pooled reference median over its pooled candidate median) is no
+        more than ``REFERENCE_CLEAN_MAX`` times the median clean speedup (the clean commands' median over the
+        candidate's pooled median) of the stage's pairs with no finding, is ``excused`` and not judged. Whole
+        commands of both roles run at one of two speeds on a launch-bound pair, together (on an H100 the fixed
+        pair's two processes read 0.04 or 0.07 ms a call in turn, and two of its four pairs had every clean command
+        at the faster speed: 1.72-1.78, a false ``reference_slowed``; docs/results/h100-2026-12-07-i). A candidate
+        that slows the reference beside it does not slow itself in its own commands, or gives its gain back: its
+        speedup is then bounded as under the rule's bound with no finding. Needs a pair with no finding (the
+        reward preset's one pair has none beside it); the fresh pair of ``_confirm_reference_slowed`` is read the
+        same way."""
+        if self.ctx.device == "cpu":
+            return
+        for b in self.baselines:
+            clean_speedups = []
+            for found in self.reference_clean:
+                v, cand = found.get(b), self._pooled(found["pair"], "candidate", b)
+                if isinstance(v, dict) and v["ratio"] is not None and not _finding(v) and v["clean_ms"] and cand:
+                    clean_speedups.append(v["clean_ms"] / cand)
+            if not clean_speedups:
+                continue
+            bound = REFERENCE_CLEAN_MAX * statistics.median(clean_speedups)
+            for found in self.reference_clean:
+                v, cand = found.get(b), self._pooled(found["pair"], "candidate", b)
+                ref = self._pooled(found["pair"], "reference", b)
+                if not isinstance(v, dict) or not _finding(v) or v.get("substituted") or not cand or not ref:
+                    continue
+                if ref / cand <= bound:
+                    v["excused"] = {"pair_speedup": round(ref / cand, 4),
+                                    "clean_speedup": round(bound / REFERENCE_CLEAN_MAX, 4),
+                                    "pairs": len(clean_speedups)}
+
+    def _pooled(self, pair_index: int, role: str, baseline: str) -> float | None:
+        """A pair's pooled median of one role under one baseline (its calls beside the other role), None if none."""
+        times = self.pair_groups.get(pair_index, {}).get((role, baseline)) or []
+        return statistics.median(times) if times else None
 
     def _confirm_reference_slowed(self, samples: Samples, memory_peaks: dict[str, Any], exiting: list[Worker],
                                   timing: tuple[Any, ...]) -> None:
@@ -1213,6 +1254,7 @@ class PerformanceStage:
         self.confirming = True  # its burst is judged as the first pair's is
         self._pair(fresh, {}, True, memory_peaks, exiting, timing)
         stands = False
+        self._excuse_moved_together()  # the fresh pair's finding too, against the pairs with none
         if clean_flagged:
             found_fresh = [found for found in self.reference_clean if found["pair"] == fresh]
             confirmed = not found_fresh or self._clean_flagged(found_fresh)  # no clean command there: it stands
@@ -1576,6 +1618,11 @@ def reply_tails(reply: Any) -> dict[str, float]:
     return {b: round(float(t["sync_tail_ms"]), 5) for b, t in (timing if isinstance(timing, dict) else {}).items()
             if isinstance(t, dict) and isinstance(t.get("sync_tail_ms"), (int, float))
             and math.isfinite(t["sync_tail_ms"])}
+
+
+def _finding(v: dict[str, Any]) -> bool:
+    """A clean-command reading (one baseline of one pair's ``reference_clean`` entry) above ``REFERENCE_CLEAN_MAX``."""
+    return v.get("ratio") is not None and v["ratio"] > REFERENCE_CLEAN_MAX
 
 
 def clean_reference_on(option: bool | None, device: str) -> bool:
