@@ -102,13 +102,17 @@ def reference_cache(records: list[dict]) -> dict | None:
 def second_readings(records: list[dict]) -> dict | None:
     """How often the rules that read the reference beside the candidate read it again: records whose pooled
     clean-command finding capped the reference at ``REFERENCE_CLEAN_MAX`` times the clean commands'
-    (``reference_clean`` ``substituted``, ``REFERENCE_CLEAN_REJECT_ABOVE``), whose clean finding a fresh pair decided (``reference_clean.confirmation``), and whose untimed-work finding was
+    (``reference_clean`` ``substituted``, ``REFERENCE_CLEAN_REJECT_ABOVE``), whose clean finding was excused (the
+    candidate as slow in that pair, ``excused``), whose clean finding a fresh pair decided
+    (``reference_clean.confirmation``), and whose untimed-work finding was
     confirmed beside a cached reference set aside and timed in full (``untimed_confirmation_pair.reference_in_full``).
     None where no record did any."""
     timings = [r.get("timing_ms") or {} for r in records]
     cleans = [t.get("reference_clean") or {} for t in timings]
     counts = {"clean_substituted": sum(any(isinstance(v, dict) and v.get("substituted") for p in c.get("pairs") or []
                                            for v in p.values()) for c in cleans),
+              "clean_excused": sum(any(isinstance(v, dict) and v.get("excused") for p in c.get("pairs") or []
+                                       for v in p.values()) for c in cleans),
               "clean_fresh_pair": sum(bool(c.get("confirmation")) for c in cleans),
               "untimed_reference_in_full": sum(bool((t.get("untimed_confirmation_pair") or {}).get("reference_in_full"))
                                                for t in timings)}

@@ -2585,7 +2585,7 @@ def test_a_cached_references_untimed_finding_is_confirmed_beside_the_reference_t
     assert confirmation == {"confirmed": False, "first_pair_times_dropped": True, "reference_in_full": True}
     assert "untimed_work" not in ctx.evidence.observed and decide(ev, RULES).verdict == "correct"
     assert pair_cost.second_readings([{"timing_ms": ctx.draft.timing_ms}]) == {
-        "clean_substituted": 0, "clean_fresh_pair": 0, "untimed_reference_in_full": 1}
+        "clean_substituted": 0, "clean_excused": 0, "clean_fresh_pair": 0, "untimed_reference_in_full": 1}
     assert len(first) == 1 + TIMING_ROUNDS  # the re-measure, then the fresh pair's every round
     reference = ctx.draft.timing_ms["reference_verified"]
     assert reference["cached"] is False and len(reference["process_medians"]) == 1  # the fresh pair's alone
@@ -3028,6 +3028,8 @@ def test_a_finding_the_candidate_moved_with_is_excused_by_the_pairs_without_one(
                                     "pairs": 2}
         assert found["confirmation"] is None and not found["flagged"] and len(found["pairs"]) == 3  # no fresh pair
         assert ctx.draft.speedup["verified"]["value"] == pytest.approx(1.0)
+        assert pair_cost.second_readings([{"timing_ms": ctx.draft.timing_ms}]) == {  # the batch benchmark's count
+            "clean_substituted": 0, "clean_excused": 1, "clean_fresh_pair": 0, "untimed_reference_in_full": 0}
     else:
         assert "excused" not in first and found["flagged"]
         assert found["confirmation"] == {"flagged_pairs": [0], "pair": 3, "confirmed": True, "dropped_pairs": []}
@@ -3074,7 +3076,7 @@ def test_a_small_finding_is_not_flagged_and_gains_no_more_than_no_finding(fake, 
     assert ctx.draft.timing_ms["reference_verified"]["median"] == pytest.approx(performance.REFERENCE_CLEAN_MAX)
     assert speedup == pytest.approx(performance.REFERENCE_CLEAN_MAX)  # as much as under the bound, no more
     assert pair_cost.second_readings([{"timing_ms": ctx.draft.timing_ms}]) == {  # the batch benchmark's count
-        "clean_substituted": 1, "clean_fresh_pair": 0, "untimed_reference_in_full": 0}
+        "clean_substituted": 1, "clean_excused": 0, "clean_fresh_pair": 0, "untimed_reference_in_full": 0}
 
 
 @pytest.mark.parametrize("retry", [True, False])
