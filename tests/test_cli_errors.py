@@ -130,6 +130,7 @@ def test_device_cuda_without_a_gpu_is_one_error_line(runner, no_run, monkeypatch
     ("--timeout", "inf", "--timeout"),
     ("--timeout", "nan", "--timeout"),
     ("--profile", "", "--profile"),
+    ("--threads", "0", "--threads"),
 ])
 def test_bad_options_are_refused_before_anything_runs(runner, no_run, tmp_path, flag, value, names):
     out = tmp_path / "r.jsonl"
@@ -146,6 +147,23 @@ def test_unknown_profile_is_checked_against_the_problems(runner, no_run, tmp_pat
     line = one_error_line(runner.invoke(main, ["demo", "--out", str(tmp_path / "d.jsonl"), "--device", "cpu",
                                                "--profile", "huge"]))
     assert "--profile 'huge'" in line
+
+
+def test_threads_reach_every_worker_of_both_roles(runner, fake_run, monkeypatch, tmp_path):
+    """``--threads`` (the README names it) sets ``EvalOptions.threads``, which every worker's spec carries."""
+    from kbv.problems.candidates import Pair
+
+    seen: list = []
+
+    def evaluate(problem, candidate, options, *args, **kwargs):
+        seen.append(options.threads)
+        return fake_record(Pair(problem, candidate), "correct")
+
+    monkeypatch.setattr(runner_mod, "evaluate_shapes", evaluate)
+    result = runner.invoke(main, ["eval", "--problem", str(RELU), "--candidate", str(CORRECT),
+                                  "--out", str(tmp_path / "r.jsonl"), "--device", "cpu", "--threads", "2"])
+    assert result.exit_code == 0, result.output
+    assert seen == [2]
 
 
 def test_a_profile_the_problem_defines_runs(runner, fake_run, tmp_path):

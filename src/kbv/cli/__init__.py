@@ -130,14 +130,15 @@ class BarProgress(Progress):
 def _options(device: str, protocol_: str, precision: str, timeout: float, build_timeout: float, trials: int,
              profile: str, timing_pairs: int | None, speedup_bound: float, require_custom_kernels: bool = False,
              strict_precision: bool = False, standard_tolerance: str = protocol.DEFAULT_STANDARD_TOLERANCE,
-             build_workers: int | None = None, preset: str | None = None, gpu_share: int = 1) -> EvalOptions:
+             build_workers: int | None = None, preset: str | None = None, gpu_share: int = 1,
+             threads: int | None = None) -> EvalOptions:
     """``EvalOptions`` from the shared flags of ``eval`` and ``demo`` (``--build-workers`` is the runner's),
     validated: a bad option is an ``Error:`` before anything runs, never a candidate's ``runtime_error``."""
     options = EvalOptions(device=device, protocol=protocol_, precision=precision, timeout=timeout,
                           build_timeout=build_timeout, trials=trials, profile=profile, timing_pairs=timing_pairs,
                           speedup_bound=speedup_bound, require_custom_kernels=require_custom_kernels,
                           strict_precision=strict_precision, standard_tolerance=standard_tolerance, preset=preset,
-                          gpu_share=gpu_share)
+                          gpu_share=gpu_share, threads=threads)
     try:
         options.validate()
     except OptionsError as exc:
@@ -217,6 +218,9 @@ def _eval_flags(f):  # shared flags of `eval` and `demo`
                      help="Fresh (reference, candidate) process pairs for timing (default: 3 on CUDA, 1 on CPU)."),
         click.option("--gpu-share", type=int, default=1, show_default=True,
                      help="Pairs in flight per GPU: their correctness runs share it, timing always has it to itself."),
+        click.option("--threads", type=int, default=None,
+                     help="Torch threads in every worker of both roles, and on the CPU the CPUs they are pinned to "
+                          "(default: 1 on the CPU; on a GPU as many as the worker's pinned CPUs)."),
         click.option("--standard-tolerance", type=click.Choice(sorted(protocol.STANDARD_TOLERANCES)),
                      default=protocol.DEFAULT_STANDARD_TOLERANCE, show_default=True,
                      help="KernelBench's standard check: v0 (allclose 1e-2, v0/v0.1) or current (1e-4 fp32, 1e-2 "

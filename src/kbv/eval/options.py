@@ -145,6 +145,6 @@ class EvalOptions:
         for flag, seconds in (("--timeout", self.timeout), ("--build-timeout", self.build_timeout)):
             if not math.isfinite(seconds):
                 raise OptionsError(f"{flag} must be a finite number of seconds (got {seconds!r})")
-        for name, value in (("threads", self.threads), ("build_jobs", self.build_jobs)):
+        for name, value in (("--threads", self.threads), ("build_jobs", self.build_jobs)):
             if value is not None and (not isinstance(value, int) or value < 1):
                 raise OptionsError(f"{name} must be at least 1 (got {value!r})")
