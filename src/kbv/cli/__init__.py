@@ -290,7 +290,8 @@ def main() -> None:
               help="Exit 1 when a pair of this run is incorrect, rejected, or anything but correct (any-failure); "
                    "may be repeated.")
 @click.option("--json", "as_json", is_flag=True,
-              help="Print this run's records on stdout (JSON lines); progress and messages go to stderr.")
+              help="Print the records of this run's pairs on stdout (JSON lines; with --resume those already "
+                   "recorded too); progress and messages go to stderr.")
 @_eval_flags
 @click.pass_context
 def eval_cmd(ctx, problem, candidate, problems, candidates, out, resume, append, overwrite, fail_on, as_json,
