@@ -344,6 +344,25 @@ def test_report_reader_warns_on_each_failing_record_and_marks_imported(tmp_path,
     assert "unauthenticated" in failure_note(records[3]) and failure_note(records[1]) == ""
 
 
+def test_report_leaves_records_that_fail_verification_out_of_its_figures(tmp_path, key_file):
+    """A record edited after kbv wrote it (an incorrect kernel made ``correct``) counts in no figure of ``kbv
+    report``, which names how many it left out and how to count them (``--include-failing``: then it counts)."""
+    from kbv.cli import main
+
+    out = tmp_path / "r.jsonl"
+    lines = honest_file(out, 4)
+    data = json.loads(lines[1])
+    data["verdict"] = data["standard_verdict"] = "correct"
+    write(out, [lines[0], json.dumps(data), lines[2], lines[3]])
+    runner = CliRunner()
+    for extra, counted in (([], 3), (["--include-failing"], 4)):
+        result = runner.invoke(main, ["report", str(out), "--format", "json", *extra])
+        assert result.exit_code == 0, result.output
+        rows = json.loads(result.stdout)["candidates"]
+        assert len(rows) == counted and sum(r["verdict"] == "correct" for r in rows) == counted - 3, rows
+        assert ("1 record(s) left out of the figures" in result.stderr) is (counted == 3), result.stderr
+
+
 def test_report_reader_is_silent_on_files_of_unauthenticated_records(tmp_path, key_file):
     out = tmp_path / "kb.jsonl"
     write(out, [make_record(i).to_json() for i in range(3)])  # e.g. written by another tool, no auth anywhere

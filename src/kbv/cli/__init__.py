@@ -383,6 +383,9 @@ def demo(ctx, out, **flags) -> None:
     print_report(compare_runs({"demo": list(read_records(out))}), make_console())
 
 
+NOT_WRITTEN_BY_KBV = frozenset({"edited", "forged", "inserted"})  # verification's kinds a report leaves out
+
+
 def _run_labels(paths: list[Path]) -> dict[str, Path]:
     """A label per results file (its stem) or agent run folder (its name), made unique with primes."""
     labels: dict[str, Path] = {}
@@ -408,7 +411,10 @@ def _run_labels(paths: list[Path]) -> dict[str, Path]:
 @click.option("--generations", "generation_files", multiple=True,
               type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="kbv generate records of a run (default: generations.jsonl beside each results file).")
-def report(results, fmt, html_out, plots_dir, suite, per_candidate, generation_files) -> None:
+@click.option("--include-failing", is_flag=True,
+              help="Count records that fail verification (edited, forged or inserted after kbv wrote them); by "
+                   "default they are left out of every figure, with a warning.")
+def report(results, fmt, html_out, plots_dir, suite, per_candidate, generation_files, include_failing) -> None:
     """Compare one or more results files (one per model or run) and agent run folders (kbv agent run --out DIR:
     its final.jsonl is the run's results, its audit.jsonl the "Agent runs" section), side by side."""
     from kbv.report.agent import AUDIT_FILE, FINAL_FILE, agent_problems, is_agent_run, load_agent_run
@@ -446,6 +452,14 @@ def report(results, fmt, html_out, plots_dir, suite, per_candidate, generation_f
             _warn(f"{labels[label]}: no kbv records (left out)")
     runs = {label: list(verified_records(path, warn=_warn)) if read[label] else []
             for label, path in files.items() if read[label] or label in agent}
+    if not include_failing:
+        for label, records in runs.items():
+            kept = [r for r in records if r.get("authenticated") not in NOT_WRITTEN_BY_KBV]
+            if len(kept) < len(records):
+                _warn(f"{files[label]}: {len(records) - len(kept)} record(s) left out of the figures: edited, forged "
+                      f"or inserted after kbv wrote them (kbv verify {shlex.quote(str(files[label]))} lists them; "
+                      "--include-failing counts them)")
+                runs[label] = kept
     from kbv.study.figures import apply_to_comparison, attach_generations, study_universe
 
     before = list(runs)
