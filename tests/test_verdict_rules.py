@@ -3006,7 +3006,8 @@ def test_a_finding_the_candidate_moved_with_is_excused_by_the_pairs_without_one(
     the candidate was as slow (its speedup 1.0, no more than ``REFERENCE_CLEAN_MAX`` times the clean speedup of the
     pairs with no finding) the finding is excused, no fresh pair runs, and the pair is ``correct``. A candidate
     that slowed the reference and not itself (1.75x), or gave part of it back (1.25x), is rejected as before. With
-    the excuse off, the honest pair is rejected too."""
+    the excuse off, the honest pair is rejected too. A reference read slow beside the candidate is never cached
+    (``--reuse-reference-timing``), excused or not."""
     if not excuse:
         monkeypatch.setattr(performance.PerformanceStage, "_excuse_moved_together", lambda self: None)
     reference, rounds = _slowed_reference(lambda n, r: 1.75 if n in (0, 3) and r < TIMING_ROUNDS else 1.0)
@@ -3019,10 +3020,13 @@ def test_a_finding_the_candidate_moved_with_is_excused_by_the_pairs_without_one(
     ctx = timing_context(tmp_path, "cuda")
     ctx.options.clean_reference = True
     ctx.options.timing_pairs = 3
+    ctx.options.reuse_reference_timing = True
+    ctx.options.cache_dir = tmp_path / "own-cache"  # this test's cache alone
     performance.PerformanceStage(ctx).run()
     found = ctx.draft.timing_ms["reference_clean"]
     first = found["pairs"][0]["verified"]
     assert first["ratio"] == pytest.approx(1.75) and [p["pair"] for p in found["pairs"]][:3] == [0, 1, 2]
+    assert not list((ctx.options.cache_dir / "reference-timing").glob("*.json"))  # read slow: never cached
     if excuse and verdict == "correct":
         assert first["excused"] == {"pair_speedup": pytest.approx(1.0), "clean_speedup": pytest.approx(1.0),
                                     "pairs": 2}

@@ -424,8 +424,11 @@ class PerformanceStage:
                 ref_groups = [cached[baseline]["times_ms"]] * len(cand_groups)
                 self.ev.see("reference_timing_cached")
             elif options.reuse_reference_timing and not self.truncated and "reference_slowed" not in self.ev.observed \
-                    and not any((found.get(baseline) or {}).get("substituted") for found in self.reference_clean):
-                # a capped reference (_cap_at_clean_times) is never cached: its times are scaled, not timed
+                    and not any((found.get(baseline) or {}).get(key) for found in self.reference_clean
+                                for key in ("substituted", "excused")):
+                # a capped reference (_cap_at_clean_times) is never cached: its times are scaled, not timed; nor one
+                # with an excused finding (_excuse_moved_together): read slow beside the candidate, the next
+                # candidates would be read against it
                 pooled = [t for g in ref_groups for t in g]
                 self._cache().put(self._cache_key(baseline), {"times_ms": pooled, "summary": ref_summary})
             draft.timing_ms[f"reference_{baseline}"] = ref_summary

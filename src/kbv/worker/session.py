@@ -419,8 +419,8 @@ class Session:
             reply = {"structure": structure, "outputs": items, **usage}
         # where the command's time went besides the call, by this process's clock (a diagnostic only): the command
         # received (lent inputs mapped), inputs drawn or viewed, a copy lent, inputs copied to see writes, the
-        # poison placed, the outputs described and checked; and the last reply's send (outputs exported) and the
-        # cache given back after it (``main``)
+        # poison placed (and the thread count read), the outputs described and checked; and the last reply's send
+        # (outputs exported) and the cache given back after it (``main``)
         ms = lambda a, b: round((b - a) * 1e3, 3)  # noqa: E731
         reply["forward_split_ms"] = {
             "receive": round(self.receive_ns / 1e6, 3), "inputs": ms(t_start, t_inputs), "lend": ms(t_inputs, t_lend),
