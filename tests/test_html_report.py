@@ -8,6 +8,7 @@ The browser check renders the page in headless Chromium and checks that the embe
 from __future__ import annotations
 
 import copy
+import gzip
 import json
 import os
 import re
@@ -25,13 +26,13 @@ from kbv.report import plots
 from kbv.report.metrics import compare_runs
 
 ROOT = Path(__file__).resolve().parents[1]
-SUITE_JSONL = ROOT / "docs" / "results" / "h200-2026-11-29" / "suite.jsonl"
+SUITE_JSONL = ROOT / "docs" / "results" / "h200-2026-11-29" / "suite.jsonl.gz"
 HOSTILE = "level1/99_<script>alert('x')</script>&Evil"
 CHROMIUM = os.environ.get("KBV_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 
 
 def real_records() -> list[dict[str, Any]]:
-    return [json.loads(line) for line in SUITE_JSONL.read_text().splitlines() if line.strip()]
+    return [json.loads(line) for line in gzip.decompress(SUITE_JSONL.read_bytes()).decode().splitlines() if line.strip()]
 
 
 def modified_run(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -192,11 +193,11 @@ def test_record_text_is_escaped(page):
 def test_without_matplotlib_the_page_still_renders(tmp_path):
     """``import kbv.report.plots`` works without matplotlib; the page leaves the plots out and says why."""
     script = (
-        "import json, sys\n"
+        "import gzip, json, sys\n"
         "sys.modules['matplotlib'] = None  # as if it were not installed\n"
         "import kbv.report.plots, kbv.report.html\n"
         "from kbv.report.metrics import compare_runs\n"
-        f"records = [json.loads(l) for l in open({str(SUITE_JSONL)!r})]\n"
+        f"records = [json.loads(l) for l in gzip.open({str(SUITE_JSONL)!r}, 'rt')]\n"
         "page = kbv.report.html.render_html(compare_runs({'r': records}))\n"
         "assert 'plots left out: matplotlib is not installed' in page and 'data:image' not in page\n"
         "assert 'id=\"decomposition\"' in page\n"

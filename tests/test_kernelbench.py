@@ -19,7 +19,7 @@ from kbv.protocol import SCHEMA
 from kbv.records import Record, read_records, recorded_keys
 
 ROOT = Path(__file__).resolve().parents[1]
-SUITE_RESULTS = ROOT / "docs" / "results" / "h200-2026-11-29" / "suite.jsonl"
+SUITE_RESULTS = ROOT / "docs" / "results" / "h200-2026-11-29" / "suite.jsonl.gz"
 RECORD_FIELDS = {f.name for f in dataclasses.fields(Record)}
 
 

@@ -10,6 +10,7 @@ Run from the repository root with KernelBench in .kb/kernelbench:
 from __future__ import annotations
 
 import glob
+import gzip
 import json
 from collections import defaultdict
 
@@ -29,8 +30,8 @@ def parts(path: str) -> dict[str, float]:
 
 def held() -> dict[str, float]:
     seen: dict[str, float] = defaultdict(float)
-    for path in glob.glob("docs/results/h100-2026-12-06-[fgh]/*.jsonl"):
-        for line in open(path):
+    for path in glob.glob("docs/results/h100-2026-12-06-[fgh]/*.jsonl.gz"):  # gzipped since 2026-12-07
+        for line in gzip.open(path, "rt"):
             r = json.loads(line)
             if (r.get("env") or {}).get("correctness_rerun"):
                 continue
