@@ -2,7 +2,7 @@
 """A model of a batch on one shared GPU, replayed from its records, to compare scheduling rules before spending
 device time on them.
 
-    python benchmarks/share_model.py docs/results/h200-2026-12-04-b/call1-reward-share3-second.jsonl
+    python benchmarks/share_model.py docs/results/h200-2026-12-04-b/call1-reward-share3-second.jsonl.gz
 
 Each record gives its pair's correctness stage's own seconds (the stage less its waits for the GPU) and its
 performance stage's own seconds, split into what may run beside other pairs' correctness (the first timing pair's
@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from kbv.protocol import GATE_MEASURED_MARGIN, GATE_MEMORY_FRACTION  # noqa: E402
+from kbv.records import read_records  # noqa: E402
 
 H200_BYTES = 150_109_880_320  # the H200's total memory as its records say (where they do not say theirs)
 
@@ -111,16 +112,17 @@ def simulate(pairs: list[Pair], in_flight: int, max_correctness: int, alpha: flo
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("records", type=Path, help="a reward batch's pair_cost.jsonl (with its pair_cost.json beside or "
+    ap.add_argument("records", type=Path, help="a reward batch's pair_cost.jsonl, or .jsonl.gz (with its pair_cost.json beside or "
                     "--measured)")
     ap.add_argument("--measured", type=float, default=None, help="the batch's seconds after builds (default: from "
                     "pair_cost.json's batch_after_builds_s beside the records, or <records stem>.json)")
     ap.add_argument("--share", type=int, default=3, help="the --gpu-share the records were made with")
     args = ap.parse_args()
-    records = [json.loads(line) for line in args.records.read_text().splitlines() if line.strip()]
+    records = list(read_records(args.records))  # gzipped where the name ends in .gz
     measured = args.measured
+    stem = args.records.name.removesuffix(".gz").removesuffix(".jsonl")
     if measured is None:
-        for summary in (args.records.with_suffix(".json"), args.records.parent / "pair_cost.json"):
+        for summary in (args.records.with_name(stem + ".json"), args.records.parent / "pair_cost.json"):
             if summary.is_file():
                 measured = json.loads(summary.read_text())["batch_after_builds_s"]
                 break
