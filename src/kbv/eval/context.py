@@ -288,10 +288,7 @@ class PairContext:
         total["ms"] = round(total["ms"] + float(ms), 3)
         split = reply.get("forward_split_ms")
         if isinstance(split, dict):
-            parts = total.setdefault("split", {})
-            for part, part_ms in split.items():
-                if isinstance(part, str) and isinstance(part_ms, (int, float)) and math.isfinite(part_ms):
-                    parts[part] = round(parts.get(part, 0.0) + float(part_ms), 3)
+            _add_parts(total.setdefault("split", {}), split)
 
     @contextmanager
     def clock(self, stage: str, part: str) -> Iterator[None]:
@@ -323,9 +320,7 @@ class PairContext:
         section = self.draft.correctness if stage == "correctness" else self.draft.timing_ms
         total = section.setdefault("judge_split_ms", {"commands": 0})
         total["commands"] += 1
-        for part, ms in split.items():
-            if isinstance(part, str) and isinstance(ms, (int, float)) and math.isfinite(ms):
-                total[part] = round(total.get(part, 0.0) + float(ms), 3)
+        _add_parts(total, split)
 
     def mark(self, event: str) -> None:
         """Note when ``event`` happened on the GPU's shared schedule (``env.timeline``: wall-clock seconds since the
@@ -412,3 +407,11 @@ class PairContext:
     def note(self, section: str, key: str, distribution: str, value: Any) -> None:
         """``draft.correctness[section][key][distribution] = value`` (the record's per-distribution details)."""
         self.draft.correctness.setdefault(section, {}).setdefault(key, {})[distribution] = value
+
+
+def _add_parts(total: dict[str, Any], split: dict[Any, Any]) -> None:
+    """Add a worker's account of its time by part (milliseconds) into ``total``, leaving out what is not a finite
+    number under a name: the worker's process may say anything."""
+    for part, ms in split.items():
+        if isinstance(part, str) and isinstance(ms, (int, float)) and math.isfinite(ms):
+            total[part] = round(total.get(part, 0.0) + float(ms), 3)

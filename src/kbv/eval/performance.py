@@ -1163,8 +1163,7 @@ class PerformanceStage:
             each = [times for reply in replies if (times := [as_float(t) for t in reply["timing"][b]["times_ms"]])]
             medians = [statistics.median(times) for times in each]
             beside = self.pair_reference.get(b) or []
-            pooled_beside = self.pair_groups.get(pair_index, {}).get(("reference", b)) or []
-            pooled_ms = statistics.median(pooled_beside) if pooled_beside else None
+            pooled_ms = self._pooled(pair_index, "reference", b)
             if pooled:
                 clean_ms = statistics.median([t for times in each for t in times]) if each else None
             else:
